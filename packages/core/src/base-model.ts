@@ -1,0 +1,269 @@
+import { abortedError, closedError, InferenceError, isInferenceError, toInferenceError } from "./errors.js";
+import type { TextModel } from "./model.js";
+import {
+  type ClassifyOptions,
+  type GenerateOptions,
+  type ResolvedGenerateOptions,
+  resolveGenerateOptions,
+  validateClassifyOptions,
+} from "./options.js";
+import { SequenceStopper } from "./stops.js";
+import {
+  type BatchResult,
+  type ClassifyResult,
+  emptyMetrics,
+  type FinishReason,
+  type GenerateMetrics,
+  type GenerationResult,
+  type Message,
+  type ModelInfo,
+  type Token,
+} from "./types.js";
+
+/** What a backend's `stream` is asked to continue. */
+export interface PromptInput {
+  /** The prompt text; for chat, the rendered template. */
+  text: string;
+  /** True when `text` came from a chat template (which usually carries BOS itself). */
+  chat: boolean;
+}
+
+const ROLES = new Set(["system", "user", "assistant", "tool"]);
+
+/**
+ * The shared half of every backend's model: option validation, one call at a
+ * time, abort and close, `maxTokens` and stop strings, error bookkeeping and the
+ * text conveniences. A backend supplies the token stream, chat rendering,
+ * classify, batch decoding and cleanup.
+ */
+export abstract class BaseTextModel implements TextModel {
+  abstract readonly modelType: string;
+  abstract readonly backend: string;
+  abstract info(): ModelInfo;
+
+  /**
+   * Yields generated tokens until EOS / a stop token (return "stop") or the end
+   * of the context (return "length"). It may be stopped early through
+   * `return()`; its `finally` must leave the model usable. It should check
+   * `signal` during long steps such as prefill.
+   */
+  protected abstract stream(
+    input: PromptInput,
+    options: ResolvedGenerateOptions,
+    signal: AbortSignal,
+  ): AsyncGenerator<Token, FinishReason | void, undefined>;
+  /** Renders messages with the model's chat template (or `options.chatTemplate`). */
+  protected abstract renderChat(messages: Message[], options: ResolvedGenerateOptions): string | Promise<string>;
+  protected abstract runClassify(
+    prompts: string[],
+    options: ClassifyOptions,
+    signal: AbortSignal,
+  ): Promise<ClassifyResult[]>;
+  /** Per-prompt results; use `SequenceStopper` for `maxTokens` and stop strings of each sequence. */
+  protected abstract runBatch(
+    prompts: string[],
+    options: ResolvedGenerateOptions,
+    signal: AbortSignal,
+  ): Promise<BatchResult[]>;
+  /** Frees backend resources; called once. */
+  protected abstract dispose(): Promise<void>;
+
+  /** Backends set this when a call completes. */
+  protected lastMetrics: GenerateMetrics = emptyMetrics();
+  private lastError: Error | undefined;
+  private closed = false;
+  private queue: Promise<void> = Promise.resolve();
+  private readonly closing = new AbortController();
+
+  generate(prompt: string, options?: GenerateOptions): AsyncIterable<Token> {
+    return this.streamCall(() => textInput(prompt), options);
+  }
+
+  chat(messages: Message[], options?: GenerateOptions): AsyncIterable<Token> {
+    return this.streamCall((resolved) => this.chatInput(messages, resolved), options);
+  }
+
+  generateText(prompt: string, options?: GenerateOptions): Promise<GenerationResult> {
+    return this.collect((onEnd) => this.streamCall(() => textInput(prompt), options, onEnd));
+  }
+
+  chatText(messages: Message[], options?: GenerateOptions): Promise<GenerationResult> {
+    return this.collect((onEnd) => this.streamCall((resolved) => this.chatInput(messages, resolved), options, onEnd));
+  }
+
+  async classify(prompts: string[], options?: ClassifyOptions): Promise<ClassifyResult[]> {
+    return this.exclusive(async (signal) => {
+      checkPrompts(prompts);
+      validateClassifyOptions(options);
+      if (prompts.length === 0) return [];
+      return this.runClassify(prompts, options ?? {}, signal);
+    }, options?.signal);
+  }
+
+  async batchGenerate(prompts: string[], options?: GenerateOptions): Promise<BatchResult[]> {
+    return this.exclusive(async (signal) => {
+      checkPrompts(prompts);
+      const resolved = resolveGenerateOptions(options);
+      if (prompts.length === 0) return [];
+      return this.runBatch(prompts, resolved, signal);
+    }, options?.signal);
+  }
+
+  metrics(): GenerateMetrics {
+    return { ...this.lastMetrics };
+  }
+
+  err(): Error | undefined {
+    return this.lastError;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.closing.abort(closedError());
+    // Let a running call see the abort and unwind before resources go away.
+    await this.queue.catch(() => undefined);
+    await this.dispose();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  /** Throws `CLOSED` once the model is closed. */
+  protected assertOpen(): void {
+    if (this.closed) throw closedError();
+  }
+
+  /** Runs `work` alone on this model with a signal that fires on abort or close. */
+  private async exclusive<T>(work: (signal: AbortSignal) => Promise<T>, userSignal?: AbortSignal): Promise<T> {
+    this.lastError = undefined;
+    const release = await this.acquire();
+    const signal = this.callSignal(userSignal);
+    try {
+      this.assertOpen();
+      if (signal.aborted) throw abortedError(signal.reason);
+      return await work(signal);
+    } catch (error) {
+      throw this.fail(error, signal);
+    } finally {
+      release();
+    }
+  }
+
+  private streamCall(
+    prepare: (resolved: ResolvedGenerateOptions) => PromptInput | Promise<PromptInput>,
+    options: GenerateOptions | undefined,
+    onEnd?: (reason: FinishReason) => void,
+  ): AsyncIterable<Token> {
+    const run = async function* (this: BaseTextModel): AsyncGenerator<Token> {
+      this.lastError = undefined;
+      const release = await this.acquire();
+      const signal = this.callSignal(options?.signal);
+      try {
+        this.assertOpen();
+        const resolved = resolveGenerateOptions(options);
+        const input = await prepare(resolved);
+        if (signal.aborted) throw abortedError(signal.reason);
+        const inner = this.stream(input, resolved, signal);
+        const stopper = new SequenceStopper(resolved);
+        let reason: FinishReason = "stop";
+        try {
+          for (;;) {
+            if (signal.aborted) throw abortedError(signal.reason);
+            const step = await inner.next();
+            if (step.done) {
+              reason = step.value ?? "stop";
+              yield* stopper.flush();
+              break;
+            }
+            yield* stopper.push(step.value);
+            if (stopper.done) {
+              reason = stopper.done;
+              break;
+            }
+          }
+        } finally {
+          await inner.return(undefined);
+        }
+        onEnd?.(reason);
+      } catch (error) {
+        throw this.fail(error, signal);
+      } finally {
+        release();
+      }
+    };
+    return { [Symbol.asyncIterator]: () => run.call(this) };
+  }
+
+  private async chatInput(messages: Message[], resolved: ResolvedGenerateOptions): Promise<PromptInput> {
+    checkMessages(messages);
+    return { text: await this.renderChat(messages, resolved), chat: true };
+  }
+
+  private async collect(
+    start: (onEnd: (reason: FinishReason) => void) => AsyncIterable<Token>,
+  ): Promise<GenerationResult> {
+    const tokens: Token[] = [];
+    let finishReason: FinishReason = "stop";
+    try {
+      for await (const token of start((reason) => (finishReason = reason))) tokens.push(token);
+    } catch (error) {
+      if (!isInferenceError(error, "ABORTED")) throw error;
+      finishReason = "abort";
+    }
+    return { text: tokens.map((t) => t.text).join(""), tokens, finishReason, metrics: this.metrics() };
+  }
+
+  private acquire(): Promise<() => void> {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const ready = this.queue.then(() => release);
+    this.queue = this.queue.then(() => held);
+    return ready;
+  }
+
+  private callSignal(userSignal?: AbortSignal): AbortSignal {
+    return userSignal ? AbortSignal.any([userSignal, this.closing.signal]) : this.closing.signal;
+  }
+
+  private fail(error: unknown, signal: AbortSignal): InferenceError {
+    let failure: InferenceError;
+    if (this.closing.signal.aborted) failure = closedError();
+    else if (isInferenceError(error)) failure = error;
+    else if (signal.aborted) failure = abortedError(signal.reason);
+    else failure = toInferenceError(error);
+    this.lastError = failure;
+    return failure;
+  }
+}
+
+function invalid(message: string): InferenceError {
+  return new InferenceError("INVALID_OPTION", message);
+}
+
+function textInput(prompt: unknown): PromptInput {
+  if (typeof prompt !== "string") throw invalid("prompt must be a string");
+  return { text: prompt, chat: false };
+}
+
+function checkPrompts(prompts: unknown): asserts prompts is string[] {
+  if (!Array.isArray(prompts) || !prompts.every((p) => typeof p === "string")) {
+    throw invalid("prompts must be an array of strings");
+  }
+}
+
+function checkMessages(messages: unknown): asserts messages is Message[] {
+  if (!Array.isArray(messages) || messages.length === 0) throw invalid("messages must be a non-empty array");
+  messages.forEach((m: unknown, i) => {
+    const msg = m as Partial<Message> | null;
+    if (typeof msg !== "object" || msg === null || !ROLES.has(msg.role as string)) {
+      throw invalid(`messages[${i}].role must be one of system, user, assistant, tool`);
+    }
+    if (typeof msg.content !== "string") throw invalid(`messages[${i}].content must be a string`);
+  });
+}

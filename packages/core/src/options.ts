@@ -1,0 +1,243 @@
+import { InferenceError } from "./errors.js";
+import type { ProbeSink } from "./probes.js";
+
+/** Options of `generate`, `chat`, `batchGenerate` and their text forms. Every field is optional. */
+export interface GenerateOptions {
+  /** Most new tokens to produce; undefined = until EOS or the end of the context. */
+  maxTokens?: number;
+  /** Sampling temperature; 0 = greedy (argmax). */
+  temperature?: number;
+  /** Keep only the k most likely tokens; 0 = off. */
+  topK?: number;
+  /** Keep the smallest set of tokens whose probability reaches p; 1 = off. */
+  topP?: number;
+  /** Drop tokens less likely than minP x the top token's probability; 0 = off. */
+  minP?: number;
+  /** Divide positive logits (multiply negative ones) of recently seen tokens; 1 = off. */
+  repeatPenalty?: number;
+  /** How many recent tokens the repeat penalty looks at. */
+  repeatLastN?: number;
+  /** Same seed, same options, same model: same tokens. Undefined = a fresh random seed per call. */
+  seed?: number;
+  /** Token ids that end generation (in addition to the model's EOS ids); never emitted. */
+  stopTokens?: number[];
+  /** Strings that end generation; text before them is emitted, the stop string itself is not. */
+  stopStrings?: string[];
+  /** Keep generating past EOS (benchmarks). */
+  ignoreEos?: boolean;
+  /** `classify`: return full-vocabulary logits at the last position. */
+  logits?: boolean;
+  /** Cancels the call: streams throw `ABORTED`, text and batch calls finish with reason "abort". */
+  signal?: AbortSignal;
+  /** `chat`: a Jinja chat template to use instead of (or when the model has no) template of its own. */
+  chatTemplate?: string;
+  /** Constrain output to JSON matching this JSON schema (backends with the `grammar` capability). */
+  jsonSchema?: object;
+  /** Constrain output with a GBNF grammar (backends with the `grammar` capability). */
+  grammar?: string;
+}
+
+export type ClassifyOptions = Pick<
+  GenerateOptions,
+  "temperature" | "topK" | "topP" | "minP" | "seed" | "logits" | "signal"
+>;
+
+/** Options of `loadModel`. */
+export interface LoadOptions {
+  /** Pin a backend by name ("wasm", "llama_cpp", ...); otherwise one is chosen. */
+  backend?: string;
+  /** KV cache size in tokens; default: the model's, capped by what memory allows. */
+  contextLength?: number;
+  /** Layers to offload to a GPU: -1 = all, 0 = CPU only. */
+  gpuLayers?: number;
+  /** Sequences that can decode together in one context (batching, server slots). */
+  parallelSlots?: number;
+  /** CPU threads; default: the number of physical cores. */
+  threads?: number;
+  /** A LoRA adapter to apply at load. */
+  adapterPath?: string;
+  /** Receives probe events (tokens, logits summaries, attention, memory, training). */
+  probe?: ProbeSink | ProbeSink[];
+  /** A smaller model of the same vocabulary for speculative decoding. */
+  draftModel?: string;
+  /** Quantize floating-point weights once at load ("q8_0", "q4_0", ...). */
+  quantize?: string;
+  /** KV cache element type ("f32", "f16", "q8_0"). */
+  kvType?: string;
+}
+
+/**
+ * The documented defaults, in one place. Sampling defaults follow llama.cpp's,
+ * so the same request gives comparable text across backends.
+ */
+export const DEFAULT_GENERATE_OPTIONS = Object.freeze({
+  temperature: 0.8,
+  topK: 40,
+  topP: 0.95,
+  minP: 0.05,
+  repeatPenalty: 1,
+  repeatLastN: 64,
+});
+
+export const DEFAULT_LOAD_OPTIONS = Object.freeze({
+  gpuLayers: -1,
+  parallelSlots: 4,
+});
+
+/** GenerateOptions with every sampling default filled in. */
+export interface ResolvedGenerateOptions extends GenerateOptions {
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  repeatPenalty: number;
+  repeatLastN: number;
+  stopTokens: number[];
+  stopStrings: string[];
+}
+
+type Check = (value: unknown) => string | undefined;
+
+const isInt = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v);
+const isNum = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+
+const intAtLeast =
+  (min: number): Check =>
+  (v) =>
+    isInt(v) && v >= min ? undefined : `must be an integer >= ${min}`;
+const numberIn =
+  (min: number, max: number, minOpen = false): Check =>
+  (v) =>
+    isNum(v) && (minOpen ? v > min : v >= min) && v <= max
+      ? undefined
+      : `must be a number in ${minOpen ? "(" : "["}${min}, ${max}]`;
+const bool: Check = (v) => (typeof v === "boolean" ? undefined : "must be a boolean");
+const str: Check = (v) => (typeof v === "string" && v.length > 0 ? undefined : "must be a non-empty string");
+const signal: Check = (v) =>
+  typeof v === "object" && v !== null && "aborted" in v && typeof (v as AbortSignal).addEventListener === "function"
+    ? undefined
+    : "must be an AbortSignal";
+const tokenIds: Check = (v) =>
+  Array.isArray(v) && v.every((x) => isInt(x) && x >= 0) ? undefined : "must be an array of token ids (integers >= 0)";
+const stopStrings: Check = (v) =>
+  Array.isArray(v) && v.every((x) => typeof x === "string" && x.length > 0)
+    ? undefined
+    : "must be an array of non-empty strings";
+const object: Check = (v) => (typeof v === "object" && v !== null && !Array.isArray(v) ? undefined : "must be an object");
+const probe: Check = (v) => {
+  const sinks = Array.isArray(v) ? v : [v];
+  return sinks.every((s) => typeof s === "function" || (typeof s === "object" && s !== null && typeof s.emit === "function"))
+    ? undefined
+    : "must be a probe sink (a function or an object with emit()) or an array of them";
+};
+
+const GENERATE_CHECKS: Record<keyof GenerateOptions, Check> = {
+  maxTokens: intAtLeast(1),
+  temperature: numberIn(0, 100),
+  topK: intAtLeast(0),
+  topP: numberIn(0, 1, true),
+  minP: numberIn(0, 1),
+  repeatPenalty: numberIn(0, 100, true),
+  repeatLastN: intAtLeast(0),
+  seed: (v) => (isInt(v) && v >= 0 && v <= Number.MAX_SAFE_INTEGER ? undefined : "must be an integer >= 0"),
+  stopTokens: tokenIds,
+  stopStrings,
+  ignoreEos: bool,
+  logits: bool,
+  signal,
+  chatTemplate: str,
+  jsonSchema: object,
+  grammar: str,
+};
+
+const CLASSIFY_KEYS = ["temperature", "topK", "topP", "minP", "seed", "logits", "signal"] as const;
+
+const LOAD_CHECKS: Record<keyof LoadOptions, Check> = {
+  backend: str,
+  contextLength: intAtLeast(1),
+  gpuLayers: intAtLeast(-1),
+  parallelSlots: intAtLeast(1),
+  threads: intAtLeast(1),
+  adapterPath: str,
+  probe,
+  draftModel: str,
+  quantize: (v) =>
+    typeof v === "string" && QUANTIZE_TYPES.includes(v.toLowerCase())
+      ? undefined
+      : `must be one of ${QUANTIZE_TYPES.join(", ")}`,
+  kvType: (v) =>
+    typeof v === "string" && KV_TYPES.includes(v.toLowerCase()) ? undefined : `must be one of ${KV_TYPES.join(", ")}`,
+};
+
+export const QUANTIZE_TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"];
+export const KV_TYPES = ["f32", "f16", "q8_0"];
+
+function closestKey(name: string, keys: readonly string[]): string | undefined {
+  const norm = (s: string) => s.toLowerCase().replace(/[_-]/g, "");
+  return keys.find((k) => norm(k) === norm(name));
+}
+
+function validate(
+  what: string,
+  options: unknown,
+  checks: Record<string, Check>,
+  allowed: readonly string[] = Object.keys(checks),
+): void {
+  if (options === undefined) return;
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    throw new InferenceError("INVALID_OPTION", `${what} options must be a plain object`, { details: { options } });
+  }
+  for (const [key, value] of Object.entries(options)) {
+    if (value === undefined) continue;
+    if (!allowed.includes(key)) {
+      const hint = closestKey(key, allowed);
+      throw new InferenceError(
+        "INVALID_OPTION",
+        `unknown ${what} option '${key}'${hint ? ` (did you mean '${hint}'?)` : ""}`,
+        { details: { option: key } },
+      );
+    }
+    const problem = checks[key]!(value);
+    if (problem) {
+      throw new InferenceError("INVALID_OPTION", `${what} option '${key}' ${problem} (got ${describe(value)})`, {
+        details: { option: key, value },
+      });
+    }
+  }
+}
+
+function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (Array.isArray(value)) return `array of ${value.length}`;
+  return typeof value;
+}
+
+export function validateGenerateOptions(options: unknown): asserts options is GenerateOptions | undefined {
+  validate("generate", options, GENERATE_CHECKS);
+}
+
+export function validateClassifyOptions(options: unknown): asserts options is ClassifyOptions | undefined {
+  validate("classify", options, GENERATE_CHECKS, CLASSIFY_KEYS);
+}
+
+export function validateLoadOptions(options: unknown): asserts options is LoadOptions | undefined {
+  validate("load", options, LOAD_CHECKS);
+}
+
+/** Validates and fills sampling defaults. */
+export function resolveGenerateOptions(options: GenerateOptions = {}): ResolvedGenerateOptions {
+  validateGenerateOptions(options);
+  const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as GenerateOptions;
+  return {
+    ...DEFAULT_GENERATE_OPTIONS,
+    ...defined,
+    stopTokens: options.stopTokens ?? [],
+    stopStrings: options.stopStrings ?? [],
+  };
+}
+
+/** A fresh seed for calls that did not pin one. */
+export function randomSeed(): number {
+  return Math.floor(Math.random() * 0x1_0000_0000);
+}

@@ -1,0 +1,134 @@
+import type { CapabilityStatus, CapabilityId } from "./capabilities.js";
+import { InferenceError } from "./errors.js";
+import type { TextModel } from "./model.js";
+import { type LoadOptions, validateLoadOptions } from "./options.js";
+import type { ModelFormat } from "./types.js";
+
+/** A backend: one way of running models, registered by importing its package. */
+export interface Backend {
+  readonly name: string;
+  /** True when this backend can run here (its binary loads, its device exists). */
+  available(): Promise<boolean> | boolean;
+  /** Why `available()` is false, for `BACKEND_UNAVAILABLE` messages. */
+  unavailableReason?(): Promise<string> | string;
+  /** Whether this backend reads the model at `path` (format sniffing, no full load). */
+  canLoad(path: string): Promise<boolean>;
+  loadModel(path: string, options?: LoadOptions): Promise<TextModel>;
+  /** What this backend's models can do; see `capabilitiesOf`. */
+  readonly capabilities?: Partial<Record<CapabilityId, CapabilityStatus>>;
+}
+
+/**
+ * Environment services the contract needs but cannot implement portably (it
+ * has no file system). `@infer/core/node` installs the Node host on import.
+ */
+export interface Host {
+  exists(path: string): Promise<boolean>;
+  detectFormat(path: string): Promise<ModelFormat>;
+}
+
+/** Backends in the order `defaultBackend` and `loadModel` prefer them. */
+export const BACKEND_PREFERENCE = ["metal", "cuda", "rocm", "llama_cpp", "wasm"] as const;
+
+const backends = new Map<string, Backend>();
+let host: Host | undefined;
+
+/** Adds a backend; registering a name again replaces the earlier one (last wins). */
+export function register(backend: Backend): void {
+  if (!backend || typeof backend.name !== "string" || backend.name.length === 0) {
+    throw new InferenceError("INVALID_OPTION", "register() needs a backend with a non-empty name");
+  }
+  backends.set(backend.name, backend);
+}
+
+/** Removes a backend (tests, plugins that unload). */
+export function unregister(name: string): boolean {
+  return backends.delete(name);
+}
+
+export function getBackend(name: string): Backend {
+  const backend = backends.get(name);
+  if (!backend) {
+    const known = listBackends();
+    throw new InferenceError(
+      "BACKEND_NOT_FOUND",
+      `no backend named '${name}' is registered (registered: ${known.length ? known.join(", ") : "none"}; import a backend package such as "@infer/wasm" to register one)`,
+      { details: { backend: name, registered: known } },
+    );
+  }
+  return backend;
+}
+
+export function listBackends(): string[] {
+  return [...backends.keys()].sort();
+}
+
+export function setHost(next: Host | undefined): void {
+  host = next;
+}
+
+export function getHost(): Host | undefined {
+  return host;
+}
+
+/** Registered backends in preference order: the known names first, then the rest alphabetically. */
+function preferenceOrder(): Backend[] {
+  const rank = (name: string) => {
+    const at = (BACKEND_PREFERENCE as readonly string[]).indexOf(name);
+    return at < 0 ? BACKEND_PREFERENCE.length : at;
+  };
+  return [...backends.values()].sort((a, b) => rank(a.name) - rank(b.name) || a.name.localeCompare(b.name));
+}
+
+async function isAvailable(backend: Backend): Promise<boolean> {
+  try {
+    return await backend.available();
+  } catch {
+    return false;
+  }
+}
+
+/** The most preferred available backend, or undefined when none is. */
+export async function defaultBackend(): Promise<Backend | undefined> {
+  for (const backend of preferenceOrder()) if (await isAvailable(backend)) return backend;
+  return undefined;
+}
+
+/**
+ * Loads a model: with the pinned `options.backend`, or with the first available
+ * backend in preference order that can read this format.
+ */
+export async function loadModel(path: string, options: LoadOptions = {}): Promise<TextModel> {
+  if (typeof path !== "string" || path.length === 0) {
+    throw new InferenceError("INVALID_OPTION", "model path must be a non-empty string");
+  }
+  validateLoadOptions(options);
+  if (host && !(await host.exists(path))) {
+    throw new InferenceError("MODEL_NOT_FOUND", `no model at '${path}'`, { details: { path } });
+  }
+  if (options.backend !== undefined) {
+    const backend = getBackend(options.backend);
+    if (!(await isAvailable(backend))) throw await unavailable(backend);
+    return backend.loadModel(path, options);
+  }
+  const candidates = preferenceOrder();
+  for (const backend of candidates) {
+    if (!(await isAvailable(backend))) continue;
+    if (await backend.canLoad(path).catch(() => false)) return backend.loadModel(path, options);
+  }
+  const format = host ? await host.detectFormat(path) : "unknown";
+  throw new InferenceError(
+    "NO_BACKEND_FOR_FORMAT",
+    `no available backend can load '${path}' (detected format: ${format}; registered backends: ${
+      candidates.map((b) => b.name).join(", ") || "none"
+    })`,
+    { details: { path, format } },
+  );
+}
+
+async function unavailable(backend: Backend): Promise<InferenceError> {
+  const why = backend.unavailableReason ? await backend.unavailableReason() : "it reported itself unavailable";
+  return new InferenceError("BACKEND_UNAVAILABLE", `backend '${backend.name}' is not available here: ${why}`, {
+    details: { backend: backend.name, reason: why },
+  });
+}

@@ -1,0 +1,115 @@
+/** One generated token: its vocabulary id and the text it adds to the stream. */
+export interface Token {
+  id: number;
+  /**
+   * Exactly the text this token adds: the concatenation of every `text` of a
+   * stream equals the decoded ids. A UTF-8 character split over several tokens
+   * arrives whole with the token that completes it (earlier ones carry "").
+   */
+  text: string;
+}
+
+export type Role = "system" | "user" | "assistant" | "tool";
+
+export interface Message {
+  role: Role;
+  content: string;
+}
+
+/** Why a generation ended. */
+export type FinishReason = "stop" | "length" | "abort" | "error";
+
+export interface ClassifyResult {
+  /** The token chosen at the last prompt position (greedy unless sampling options say otherwise). */
+  token: Token;
+  /** Full-vocabulary logits at the last position, when `logits: true` was asked. */
+  logits?: Float32Array;
+}
+
+export interface BatchResult {
+  tokens: Token[];
+  text: string;
+  finishReason: FinishReason;
+  /** Set when this prompt failed; the other prompts of the batch are unaffected. */
+  error?: Error;
+}
+
+export interface GenerateMetrics {
+  promptTokens: number;
+  generatedTokens: number;
+  prefillMs: number;
+  decodeMs: number;
+  totalMs: number;
+  prefillTokensPerSec: number;
+  decodeTokensPerSec: number;
+  /** Highest memory the backend held for this model during the call, in bytes (0 when unknown). */
+  peakMemoryBytes: number;
+  /** Memory the backend holds for this model now, in bytes (0 when unknown). */
+  activeMemoryBytes: number;
+}
+
+export type ModelFormat = "gguf" | "safetensors" | "llama2c" | "remote" | "unknown";
+
+export interface ModelInfo {
+  /** Architecture id, e.g. "llama", "qwen2", "qwen3", "gemma3", "phi3". */
+  architecture: string;
+  vocabSize: number;
+  numLayers: number;
+  hiddenSize: number;
+  /** Context length the model was loaded with (tokens). */
+  contextLength: number;
+  /** Bits per weight of the dominant weight type (32 for F32, 16 for F16/BF16, 8 for Q8_0, ...). */
+  quantBits: number;
+  /** Quantization block size (0 when weights are not block-quantized). */
+  quantGroup: number;
+  format: ModelFormat;
+  /** Total parameter count, when the backend knows it. */
+  parameters?: number;
+}
+
+/** The result of the convenience calls `generateText` / `chatText`. */
+export interface GenerationResult {
+  text: string;
+  tokens: Token[];
+  finishReason: FinishReason;
+  metrics: GenerateMetrics;
+}
+
+export function emptyMetrics(): GenerateMetrics {
+  return {
+    promptTokens: 0,
+    generatedTokens: 0,
+    prefillMs: 0,
+    decodeMs: 0,
+    totalMs: 0,
+    prefillTokensPerSec: 0,
+    decodeTokensPerSec: 0,
+    peakMemoryBytes: 0,
+    activeMemoryBytes: 0,
+  };
+}
+
+/** Builds metrics from raw counts and timings, deriving the rates. */
+export function makeMetrics(fields: {
+  promptTokens: number;
+  generatedTokens: number;
+  prefillMs: number;
+  decodeMs: number;
+  totalMs: number;
+  peakMemoryBytes?: number;
+  activeMemoryBytes?: number;
+}): GenerateMetrics {
+  const rate = (count: number, ms: number) => (ms > 0 ? (count * 1000) / ms : 0);
+  return {
+    promptTokens: fields.promptTokens,
+    generatedTokens: fields.generatedTokens,
+    prefillMs: fields.prefillMs,
+    decodeMs: fields.decodeMs,
+    totalMs: fields.totalMs,
+    prefillTokensPerSec: rate(fields.promptTokens, fields.prefillMs),
+    // The first generated token comes out of prefill; decode produced the rest.
+    decodeTokensPerSec: rate(Math.max(0, fields.generatedTokens - 1), fields.decodeMs),
+    peakMemoryBytes: fields.peakMemoryBytes ?? 0,
+    activeMemoryBytes: fields.activeMemoryBytes ?? 0,
+  };
+}

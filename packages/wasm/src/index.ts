@@ -1,0 +1,2 @@
+// @infer/wasm: the portable engine. Importing this module registers backend "wasm".
+export {};

@@ -1,0 +1,47 @@
+/**
+ * The kernel interface: every heavy numeric step of the forward pass goes
+ * through one of these, so the WebAssembly SIMD / threaded kernels can replace
+ * the plain TypeScript reference kernels and be tested against them.
+ */
+
+/** ggml tensor type ids, as stored in GGUF. */
+export enum GgmlType {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  BF16 = 30,
+}
+
+/**
+ * A weight matrix kept in its stored encoding: `rows` rows of `cols` elements,
+ * each row `cols / blockSize` blocks of the type's block layout (ggml's), rows
+ * contiguous. `data` may be a view into the model file's bytes.
+ */
+export interface WeightMatrix {
+  type: GgmlType;
+  rows: number;
+  cols: number;
+  data: Uint8Array;
+}
+
+export interface Kernels {
+  readonly name: string;
+  /**
+   * out[b, r] = sum_c W[r, c] * x[b, c] for b < batch, r < rows.
+   * x: [batch, cols] row-major; out: [batch, rows] row-major.
+   */
+  matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void;
+  /** Frees workers or memory the kernels hold. */
+  dispose?(): Promise<void> | void;
+}

@@ -74,6 +74,12 @@ export abstract class BaseTextModel implements TextModel {
   private closed = false;
   private queue: Promise<void> = Promise.resolve();
   private readonly closing = new AbortController();
+  /**
+   * Set while a stream waits at a yield for its consumer: finishes that stream
+   * (backend cleanup, lock release) so `close()` need not wait for a consumer
+   * that may never ask for the next token.
+   */
+  private parkedStream: (() => Promise<void>) | undefined;
 
   generate(prompt: string, options?: GenerateOptions): AsyncIterable<Token> {
     return this.streamCall(() => textInput(prompt), options);
@@ -101,12 +107,18 @@ export abstract class BaseTextModel implements TextModel {
   }
 
   async batchGenerate(prompts: string[], options?: GenerateOptions): Promise<BatchResult[]> {
-    return this.exclusive(async (signal) => {
-      checkPrompts(prompts);
-      const resolved = resolveGenerateOptions(options);
-      if (prompts.length === 0) return [];
-      return this.runBatch(prompts, resolved, signal);
-    }, options?.signal);
+    try {
+      return await this.exclusive(async (signal) => {
+        checkPrompts(prompts);
+        const resolved = resolveGenerateOptions(options);
+        if (prompts.length === 0) return [];
+        return this.runBatch(prompts, resolved, signal);
+      }, options?.signal);
+    } catch (error) {
+      // Like generateText, an aborted batch resolves (err() keeps the ABORTED error).
+      if (!isInferenceError(error, "ABORTED")) throw error;
+      return prompts.map(() => ({ tokens: [], text: "", finishReason: "abort" as const }));
+    }
   }
 
   metrics(): GenerateMetrics {
@@ -125,6 +137,7 @@ export abstract class BaseTextModel implements TextModel {
     if (this.closed) return;
     this.closed = true;
     this.closing.abort(closedError());
+    await this.parkedStream?.();
     // Let a running call see the abort and unwind before resources go away.
     await this.queue.catch(() => undefined);
     await this.dispose();
@@ -170,20 +183,28 @@ export abstract class BaseTextModel implements TextModel {
         const input = await prepare(resolved);
         if (signal.aborted) throw abortedError(signal.reason);
         const inner = this.stream(input, resolved, signal);
+        const finish = async () => {
+          await inner.return(undefined);
+          release();
+        };
         const stopper = new SequenceStopper(resolved);
         let reason: FinishReason = "stop";
         try {
           for (;;) {
             if (signal.aborted) throw abortedError(signal.reason);
             const step = await inner.next();
-            if (step.done) {
-              reason = step.value ?? "stop";
-              yield* stopper.flush();
-              break;
+            const ready = step.done ? stopper.flush() : stopper.push(step.value);
+            for (const [i, token] of ready.entries()) {
+              if (i > 0 && signal.aborted) throw abortedError(signal.reason);
+              this.parkedStream = finish;
+              try {
+                yield token;
+              } finally {
+                this.parkedStream = undefined;
+              }
             }
-            yield* stopper.push(step.value);
-            if (stopper.done) {
-              reason = stopper.done;
+            if (step.done || stopper.done) {
+              reason = step.done ? (step.value ?? "stop") : stopper.done!;
               break;
             }
           }

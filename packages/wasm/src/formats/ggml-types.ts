@@ -1,0 +1,333 @@
+/**
+ * ggml's tensor encodings: block sizes, bytes per block, and dequantization
+ * with exactly ggml's block layouts and formulas (ggml-common.h /
+ * ggml-quants.c). All multi-byte fields are little-endian.
+ *
+ * Block layouts (bytes):
+ *   Q4_0  [32]:  f16 d | u8 qs[16]                          = 18
+ *   Q4_1  [32]:  f16 d | f16 m | u8 qs[16]                  = 20
+ *   Q5_0  [32]:  f16 d | u8 qh[4] | u8 qs[16]               = 22
+ *   Q5_1  [32]:  f16 d | f16 m | u8 qh[4] | u8 qs[16]       = 24
+ *   Q8_0  [32]:  f16 d | i8 qs[32]                          = 34
+ *   Q4_K [256]:  f16 d | f16 dmin | u8 scales[12] | u8 qs[128]               = 144
+ *   Q5_K [256]:  f16 d | f16 dmin | u8 scales[12] | u8 qh[32] | u8 qs[128]   = 176
+ *   Q6_K [256]:  u8 ql[128] | u8 qh[64] | i8 scales[16] | f16 d              = 210
+ */
+import { InferenceError } from "@infer/core";
+import { GgmlType } from "../kernels/types.js";
+import { bf16ToF32, f16Table65536 } from "./half.js";
+
+export { GgmlType } from "../kernels/types.js";
+export { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./half.js";
+
+export interface GgmlTypeInfo {
+  name: string;
+  /** Elements per block (1 for plain floats). */
+  blockSize: number;
+  bytesPerBlock: number;
+}
+
+/** Super-block size of the K-quants. */
+export const QK_K = 256;
+
+const TYPE_INFO: ReadonlyMap<number, GgmlTypeInfo> = new Map([
+  [GgmlType.F32, { name: "F32", blockSize: 1, bytesPerBlock: 4 }],
+  [GgmlType.F16, { name: "F16", blockSize: 1, bytesPerBlock: 2 }],
+  [GgmlType.BF16, { name: "BF16", blockSize: 1, bytesPerBlock: 2 }],
+  [GgmlType.Q4_0, { name: "Q4_0", blockSize: 32, bytesPerBlock: 18 }],
+  [GgmlType.Q4_1, { name: "Q4_1", blockSize: 32, bytesPerBlock: 20 }],
+  [GgmlType.Q5_0, { name: "Q5_0", blockSize: 32, bytesPerBlock: 22 }],
+  [GgmlType.Q5_1, { name: "Q5_1", blockSize: 32, bytesPerBlock: 24 }],
+  [GgmlType.Q8_0, { name: "Q8_0", blockSize: 32, bytesPerBlock: 34 }],
+  // Sizes known so files holding them parse; they have no dequantizer here.
+  [GgmlType.Q8_1, { name: "Q8_1", blockSize: 32, bytesPerBlock: 36 }],
+  [GgmlType.Q2_K, { name: "Q2_K", blockSize: QK_K, bytesPerBlock: 84 }],
+  [GgmlType.Q3_K, { name: "Q3_K", blockSize: QK_K, bytesPerBlock: 110 }],
+  [GgmlType.Q4_K, { name: "Q4_K", blockSize: QK_K, bytesPerBlock: 144 }],
+  [GgmlType.Q5_K, { name: "Q5_K", blockSize: QK_K, bytesPerBlock: 176 }],
+  [GgmlType.Q6_K, { name: "Q6_K", blockSize: QK_K, bytesPerBlock: 210 }],
+  [GgmlType.Q8_K, { name: "Q8_K", blockSize: QK_K, bytesPerBlock: 292 }],
+]);
+
+/** Types that dequantize() and quantize() handle. */
+export const CODEC_TYPES: readonly GgmlType[] = [
+  GgmlType.F32,
+  GgmlType.F16,
+  GgmlType.BF16,
+  GgmlType.Q8_0,
+  GgmlType.Q4_0,
+  GgmlType.Q4_1,
+  GgmlType.Q5_0,
+  GgmlType.Q5_1,
+  GgmlType.Q4_K,
+  GgmlType.Q5_K,
+  GgmlType.Q6_K,
+];
+
+/** Layout of a known type id, or undefined for ids this package does not know. */
+export function findTypeInfo(type: number): GgmlTypeInfo | undefined {
+  return TYPE_INFO.get(type);
+}
+
+export function typeInfo(type: GgmlType): GgmlTypeInfo {
+  const info = TYPE_INFO.get(type);
+  if (!info) throw new InferenceError("UNSUPPORTED_DTYPE", `unknown ggml type id ${type}`, { details: { type } });
+  return info;
+}
+
+export function typeName(type: number): string {
+  return TYPE_INFO.get(type)?.name ?? `type#${type}`;
+}
+
+/** Bytes taken by one row of `cols` elements; `cols` must be a multiple of the block size. */
+export function rowBytes(type: GgmlType, cols: number): number {
+  const info = typeInfo(type);
+  if (!Number.isSafeInteger(cols) || cols < 0 || cols % info.blockSize !== 0) {
+    throw new InferenceError(
+      "MODEL_FORMAT",
+      `a ${info.name} row needs a multiple of ${info.blockSize} elements, got ${cols}`,
+      { details: { type, cols } },
+    );
+  }
+  return (cols / info.blockSize) * info.bytesPerBlock;
+}
+
+/**
+ * Decodes `count` elements (a multiple of the block size) starting at byte
+ * `srcOffset` of `src` into `out[outOffset ..]`.
+ */
+export function dequantizeRow(
+  type: GgmlType,
+  src: Uint8Array,
+  srcOffset: number,
+  count: number,
+  out: Float32Array,
+  outOffset: number,
+): void {
+  const bytes = rowBytes(type, count);
+  if (srcOffset < 0 || srcOffset + bytes > src.length || outOffset < 0 || outOffset + count > out.length) {
+    throw new InferenceError(
+      "INTERNAL",
+      `dequantizeRow(${typeName(type)}): ${count} elements need ${bytes} bytes at ${srcOffset} (have ${src.length}) ` +
+        `and room at ${outOffset} (have ${out.length})`,
+    );
+  }
+  const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
+  const decodeBlocks = DECODERS.get(type);
+  if (!decodeBlocks) {
+    throw new InferenceError("UNSUPPORTED_DTYPE", `no dequantizer for ggml type ${typeName(type)}`, { details: { type } });
+  }
+  decodeBlocks(view, srcOffset, count, out, outOffset);
+}
+
+/** Decodes a whole buffer of `count` elements. */
+export function dequantize(type: GgmlType, bytes: Uint8Array, count: number): Float32Array {
+  const out = new Float32Array(count);
+  dequantizeRow(type, bytes, 0, count, out, 0);
+  return out;
+}
+
+type BlockDecoder = (view: DataView, offset: number, count: number, out: Float32Array, outOffset: number) => void;
+
+function half(view: DataView, offset: number): number {
+  return f16Table65536()[view.getUint16(offset, true)]!;
+}
+
+const fround = Math.fround;
+
+const DECODERS: ReadonlyMap<GgmlType, BlockDecoder> = new Map<GgmlType, BlockDecoder>([
+  [GgmlType.F32, decodeF32],
+  [GgmlType.F16, decodeF16],
+  [GgmlType.BF16, decodeBf16],
+  [GgmlType.Q4_0, decodeQ4_0],
+  [GgmlType.Q4_1, decodeQ4_1],
+  [GgmlType.Q5_0, decodeQ5_0],
+  [GgmlType.Q5_1, decodeQ5_1],
+  [GgmlType.Q8_0, decodeQ8_0],
+  [GgmlType.Q4_K, decodeQ4_K],
+  [GgmlType.Q5_K, decodeQ5_K],
+  [GgmlType.Q6_K, decodeQ6_K],
+]);
+
+function decodeF32(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let i = 0; i < count; i++) out[outOffset + i] = view.getFloat32(offset + 4 * i, true);
+}
+
+function decodeF16(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let i = 0; i < count; i++) out[outOffset + i] = half(view, offset + 2 * i);
+}
+
+function decodeBf16(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let i = 0; i < count; i++) out[outOffset + i] = bf16ToF32(view.getUint16(offset + 2 * i, true));
+}
+
+// Q4_0: y[j] = d * (lo4(qs[j]) - 8), y[j + 16] = d * (hi4(qs[j]) - 8).
+function decodeQ4_0(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let block = 0; block < count / 32; block++) {
+    const at = offset + block * 18;
+    const d = half(view, at);
+    const y = outOffset + block * 32;
+    for (let j = 0; j < 16; j++) {
+      const q = view.getUint8(at + 2 + j);
+      out[y + j] = ((q & 0x0f) - 8) * d;
+      out[y + j + 16] = ((q >> 4) - 8) * d;
+    }
+  }
+}
+
+// Q4_1: y = d * q + m with q unsigned 4-bit.
+function decodeQ4_1(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let block = 0; block < count / 32; block++) {
+    const at = offset + block * 20;
+    const d = half(view, at);
+    const m = half(view, at + 2);
+    const y = outOffset + block * 32;
+    for (let j = 0; j < 16; j++) {
+      const q = view.getUint8(at + 4 + j);
+      out[y + j] = fround((q & 0x0f) * d) + m;
+      out[y + j + 16] = fround((q >> 4) * d) + m;
+    }
+  }
+}
+
+// Q5_0: the fifth bit of element j is bit j of the 32-bit qh; y = d * (q5 - 16).
+function decodeQ5_0(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let block = 0; block < count / 32; block++) {
+    const at = offset + block * 22;
+    const d = half(view, at);
+    const qh = view.getUint32(at + 2, true);
+    const y = outOffset + block * 32;
+    for (let j = 0; j < 16; j++) {
+      const q = view.getUint8(at + 6 + j);
+      const low = (q & 0x0f) | (((qh >>> j) & 1) << 4);
+      const high = (q >> 4) | (((qh >>> (j + 16)) & 1) << 4);
+      out[y + j] = (low - 16) * d;
+      out[y + j + 16] = (high - 16) * d;
+    }
+  }
+}
+
+// Q5_1: as Q5_0 but unsigned with a minimum: y = d * q5 + m.
+function decodeQ5_1(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let block = 0; block < count / 32; block++) {
+    const at = offset + block * 24;
+    const d = half(view, at);
+    const m = half(view, at + 2);
+    const qh = view.getUint32(at + 4, true);
+    const y = outOffset + block * 32;
+    for (let j = 0; j < 16; j++) {
+      const q = view.getUint8(at + 8 + j);
+      const low = (q & 0x0f) | (((qh >>> j) & 1) << 4);
+      const high = (q >> 4) | (((qh >>> (j + 16)) & 1) << 4);
+      out[y + j] = fround(low * d) + m;
+      out[y + j + 16] = fround(high * d) + m;
+    }
+  }
+}
+
+function decodeQ8_0(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let block = 0; block < count / 32; block++) {
+    const at = offset + block * 34;
+    const d = half(view, at);
+    const y = outOffset + block * 32;
+    for (let j = 0; j < 32; j++) out[y + j] = view.getInt8(at + 2 + j) * d;
+  }
+}
+
+/**
+ * The 6-bit scale and min of sub-block `j` (0..7) from the 12 packed bytes
+ * (ggml's get_scale_min_k4): sub-blocks 0-3 keep their low 6 bits in bytes
+ * 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 put their low 4 bits in the
+ * nibbles of bytes 8-11 and their top 2 bits in the spare top bits of bytes 0-7.
+ */
+export function scaleMinK4(view: DataView, scalesAt: number, j: number): { scale: number; min: number } {
+  const q = (i: number) => view.getUint8(scalesAt + i);
+  if (j < 4) return { scale: q(j) & 63, min: q(j + 4) & 63 };
+  return {
+    scale: (q(j + 4) & 0x0f) | ((q(j - 4) >> 6) << 4),
+    min: (q(j + 4) >> 4) | ((q(j) >> 6) << 4),
+  };
+}
+
+// Q4_K: 8 sub-blocks of 32; sub-block pairs share 32 bytes of qs (low nibbles, then high).
+function decodeQ4_K(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let block = 0; block < count / QK_K; block++) {
+    const at = offset + block * 144;
+    const d = half(view, at);
+    const dmin = half(view, at + 2);
+    const qs = at + 16;
+    let y = outOffset + block * QK_K;
+    for (let pair = 0; pair < 4; pair++) {
+      const first = scaleMinK4(view, at + 4, 2 * pair);
+      const second = scaleMinK4(view, at + 4, 2 * pair + 1);
+      const d1 = fround(d * first.scale);
+      const m1 = fround(dmin * first.min);
+      const d2 = fround(d * second.scale);
+      const m2 = fround(dmin * second.min);
+      for (let l = 0; l < 32; l++) {
+        const q = view.getUint8(qs + 32 * pair + l);
+        out[y + l] = fround(d1 * (q & 0x0f)) - m1;
+        out[y + 32 + l] = fround(d2 * (q >> 4)) - m2;
+      }
+      y += 64;
+    }
+  }
+}
+
+// Q5_K: Q4_K plus a fifth bit per element; sub-block s takes bit s of qh[l].
+function decodeQ5_K(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let block = 0; block < count / QK_K; block++) {
+    const at = offset + block * 176;
+    const d = half(view, at);
+    const dmin = half(view, at + 2);
+    const qh = at + 16;
+    const qs = at + 48;
+    let y = outOffset + block * QK_K;
+    for (let pair = 0; pair < 4; pair++) {
+      const first = scaleMinK4(view, at + 4, 2 * pair);
+      const second = scaleMinK4(view, at + 4, 2 * pair + 1);
+      const d1 = fround(d * first.scale);
+      const m1 = fround(dmin * first.min);
+      const d2 = fround(d * second.scale);
+      const m2 = fround(dmin * second.min);
+      for (let l = 0; l < 32; l++) {
+        const q = view.getUint8(qs + 32 * pair + l);
+        const h = view.getUint8(qh + l);
+        const low = (q & 0x0f) | (((h >> (2 * pair)) & 1) << 4);
+        const high = (q >> 4) | (((h >> (2 * pair + 1)) & 1) << 4);
+        out[y + l] = fround(d1 * low) - m1;
+        out[y + 32 + l] = fround(d2 * high) - m2;
+      }
+      y += 64;
+    }
+  }
+}
+
+// Q6_K: 16 sub-blocks of 16 with int8 scales. Each half of 128 elements uses
+// 64 bytes of ql (low nibbles) and 32 of qh (2 bits per element, 4 elements per byte).
+function decodeQ6_K(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let block = 0; block < count / QK_K; block++) {
+    const at = offset + block * 210;
+    const d = half(view, at + 208);
+    for (let part = 0; part < 2; part++) {
+      const ql = at + 64 * part;
+      const qh = at + 128 + 32 * part;
+      const scales = at + 192 + 8 * part;
+      const y = outOffset + block * QK_K + 128 * part;
+      for (let l = 0; l < 32; l++) {
+        const is = l >> 4;
+        const lowA = view.getUint8(ql + l);
+        const lowB = view.getUint8(ql + l + 32);
+        const h = view.getUint8(qh + l);
+        const q1 = ((lowA & 0x0f) | ((h & 3) << 4)) - 32;
+        const q2 = ((lowB & 0x0f) | (((h >> 2) & 3) << 4)) - 32;
+        const q3 = ((lowA >> 4) | (((h >> 4) & 3) << 4)) - 32;
+        const q4 = ((lowB >> 4) | (((h >> 6) & 3) << 4)) - 32;
+        out[y + l] = fround(d * view.getInt8(scales + is)) * q1;
+        out[y + l + 32] = fround(d * view.getInt8(scales + is + 2)) * q2;
+        out[y + l + 64] = fround(d * view.getInt8(scales + is + 4)) * q3;
+        out[y + l + 96] = fround(d * view.getInt8(scales + is + 6)) * q4;
+      }
+    }
+  }
+}

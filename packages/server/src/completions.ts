@@ -1,0 +1,144 @@
+import { randomUUID } from "node:crypto";
+import type { ServerResponse } from "node:http";
+import { capabilitiesOf, type FinishReason, isInferenceError, type TextModel, type Token } from "@infer/core";
+import { HttpError, toHttpError } from "./errors.js";
+import { sendJson, SseWriter } from "./http-io.js";
+import type { ServerMetrics } from "./metrics.js";
+import type { SlotQueue } from "./queue.js";
+import type { ChatRequest, TextRequest } from "./requests.js";
+
+/** One served model and its admission queue. */
+export interface Served {
+  name: string;
+  model: TextModel;
+  queue: SlotQueue;
+}
+
+type Kind = "chat" | "text";
+
+interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** OpenAI knows "stop" and "length"; an abort only happens when nobody is listening. */
+function openAIFinish(reason: FinishReason): "stop" | "length" {
+  return reason === "length" ? "length" : "stop";
+}
+
+function usageOf(model: TextModel, completionTokens: number): Usage {
+  // Slots per model default to 1, so the model's last metrics are this call's.
+  const promptTokens = model.metrics().promptTokens;
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+}
+
+/**
+ * Serves one chat or text completion: checks the model can honour the
+ * request, waits for a slot, then answers as one JSON body or as SSE chunks.
+ */
+export async function runCompletion(
+  kind: Kind,
+  target: Served,
+  request: ChatRequest | TextRequest,
+  res: ServerResponse,
+  signal: AbortSignal,
+  metrics: ServerMetrics,
+): Promise<void> {
+  const { model } = target;
+  if (request.wantsGrammar && capabilitiesOf(model).grammar !== "supported") {
+    throw new HttpError(
+      400,
+      `response_format json needs constrained decoding, which the model '${target.name}' (backend ${model.backend}) does not support`,
+      "invalid_request_error",
+      "unsupported_parameter",
+      "response_format",
+    );
+  }
+  const release = await target.queue.acquire(signal);
+  try {
+    const options = { ...request.options, signal };
+    const tokens = (): AsyncIterable<Token> =>
+      kind === "chat" ? model.chat((request as ChatRequest).messages, options) : model.generate((request as TextRequest).prompt, options);
+    const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID()}`;
+    const created = Math.floor(Date.now() / 1000);
+    const echo = kind === "text" && (request as TextRequest).echo ? (request as TextRequest).prompt : "";
+    if (request.stream) {
+      await streamAnswer(kind, target, request, res, tokens(), { id, created, echo }, metrics);
+      return;
+    }
+    const result = kind === "chat" ? await model.chatText((request as ChatRequest).messages, options) : await model.generateText((request as TextRequest).prompt, options);
+    if (result.finishReason === "abort") return; // the client is gone
+    const usage = usageOf(model, result.tokens.length);
+    count(metrics, target.name, usage);
+    const finish_reason = openAIFinish(result.finishReason);
+    sendJson(res, 200, {
+      id,
+      object: kind === "chat" ? "chat.completion" : "text_completion",
+      created,
+      model: target.name,
+      choices: [
+        kind === "chat"
+          ? { index: 0, message: { role: "assistant", content: result.text, refusal: null }, logprobs: null, finish_reason }
+          : { index: 0, text: echo + result.text, logprobs: null, finish_reason },
+      ],
+      usage,
+    });
+  } finally {
+    release();
+  }
+}
+
+function count(metrics: ServerMetrics, model: string, usage: Usage): void {
+  metrics.promptTokens.add({ model }, usage.prompt_tokens);
+  metrics.completionTokens.add({ model }, usage.completion_tokens);
+}
+
+async function streamAnswer(
+  kind: Kind,
+  target: Served,
+  request: ChatRequest | TextRequest,
+  res: ServerResponse,
+  tokens: AsyncIterable<Token>,
+  meta: { id: string; created: number; echo: string },
+  metrics: ServerMetrics,
+): Promise<void> {
+  const sse = new SseWriter(res);
+  const object = kind === "chat" ? "chat.completion.chunk" : "text_completion";
+  const chunk = (choice: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+    id: meta.id,
+    object,
+    created: meta.created,
+    model: target.name,
+    choices: [choice],
+    ...extra,
+  });
+  const delta = (content: string | undefined, finish: string | null, first = false) =>
+    kind === "chat"
+      ? { index: 0, delta: first ? { role: "assistant", content: "" } : content === undefined ? {} : { content }, logprobs: null, finish_reason: finish }
+      : { index: 0, text: content ?? "", logprobs: null, finish_reason: finish };
+
+  sse.open();
+  if (kind === "chat") sse.send(chunk(delta("", null, true)));
+  if (meta.echo) sse.send(chunk(delta(meta.echo, null)));
+  let generated = 0;
+  try {
+    for await (const token of tokens) {
+      generated++;
+      if (token.text) sse.send(chunk(delta(token.text, null)));
+    }
+  } catch (error) {
+    if (isInferenceError(error, "ABORTED") || sse.closed) return;
+    // Headers are sent: report the failure in-band the way OpenAI's clients read it.
+    sse.send(toHttpError(error).body());
+    res.end();
+    return;
+  }
+  // A token stream does not say why it ended; reaching maxTokens is the one "length" it can tell.
+  const reason = request.options.maxTokens !== undefined && generated >= request.options.maxTokens ? "length" : "stop";
+  sse.send(chunk(delta(undefined, reason)));
+  const usage = usageOf(target.model, generated);
+  count(metrics, target.name, usage);
+  if (request.includeUsage) sse.send({ id: meta.id, object, created: meta.created, model: target.name, choices: [], usage });
+  sse.done();
+}

@@ -1,0 +1,189 @@
+import type { GenerateOptions, Message, Role } from "@infer/core";
+import { badRequest, HttpError } from "./errors.js";
+
+/** What the chat and text completion endpoints share once the body is checked. */
+export interface CompletionRequest {
+  model: string | undefined;
+  stream: boolean;
+  includeUsage: boolean;
+  options: GenerateOptions;
+  /** response_format asked for constrained JSON: needs the grammar capability. */
+  wantsGrammar: boolean;
+}
+
+export interface ChatRequest extends CompletionRequest {
+  messages: Message[];
+}
+
+export interface TextRequest extends CompletionRequest {
+  prompt: string;
+  /** `echo: true`: the prompt is repeated before the completion. */
+  echo: boolean;
+}
+
+export interface EmbeddingRequest {
+  model: string | undefined;
+  input: string[];
+  encoding: "float" | "base64";
+}
+
+type Body = Record<string, unknown>;
+
+function asObject(body: unknown): Body {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw badRequest("the request body must be a JSON object", null, "invalid_json");
+  }
+  return body as Body;
+}
+
+function optionalNumber(body: Body, key: string, min: number, max: number, integer = false): number | undefined {
+  const v = body[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
+    throw badRequest(`'${key}' must be ${integer ? "an integer" : "a number"} in [${min}, ${max}] (got ${JSON.stringify(v)})`, key);
+  }
+  return v;
+}
+
+function modelName(body: Body): string | undefined {
+  const v = body.model;
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string" || v.length === 0) throw badRequest("'model' must be a non-empty string", "model");
+  return v;
+}
+
+function stopStrings(body: Body): string[] | undefined {
+  const v = body.stop;
+  if (v === undefined || v === null) return undefined;
+  const list = typeof v === "string" ? [v] : v;
+  if (!Array.isArray(list) || !list.every((s) => typeof s === "string")) {
+    throw badRequest("'stop' must be a string or an array of strings", "stop");
+  }
+  const nonEmpty = list.filter((s: string) => s.length > 0);
+  if (nonEmpty.length > 16) throw badRequest("'stop' takes at most 16 strings", "stop");
+  return nonEmpty.length ? nonEmpty : undefined;
+}
+
+/**
+ * Sampling and length fields shared by both completion endpoints. Besides
+ * OpenAI's fields, llama.cpp's `top_k`, `min_p` and `repeat_penalty` are read.
+ * `logprobs` is refused: token streams of the contract carry no logits.
+ */
+function commonRequest(body: Body): CompletionRequest {
+  if (body.n !== undefined && body.n !== null && body.n !== 1) throw badRequest("only 'n': 1 is supported", "n");
+  if (body.logprobs === true || (typeof body.logprobs === "number" && body.logprobs > 0) || body.top_logprobs != null) {
+    throw new HttpError(
+      400,
+      "logprobs are not supported by this server: infer models stream tokens without their logits",
+      "invalid_request_error",
+      "unsupported_parameter",
+      body.top_logprobs != null ? "top_logprobs" : "logprobs",
+    );
+  }
+  const maxTokens =
+    optionalNumber(body, "max_completion_tokens", 1, 1 << 30, true) ?? optionalNumber(body, "max_tokens", 1, 1 << 30, true);
+  const options: GenerateOptions = {
+    maxTokens,
+    temperature: optionalNumber(body, "temperature", 0, 2),
+    topP: optionalNumber(body, "top_p", 0, 1),
+    topK: optionalNumber(body, "top_k", 0, 1 << 20, true),
+    minP: optionalNumber(body, "min_p", 0, 1),
+    repeatPenalty: optionalNumber(body, "repeat_penalty", 0, 100),
+    seed: optionalNumber(body, "seed", 0, Number.MAX_SAFE_INTEGER, true),
+    stopStrings: stopStrings(body),
+  };
+  // top_p 0 means "only the top token" to OpenAI clients; the contract's topP is (0, 1].
+  if (options.topP === 0) {
+    options.topP = undefined;
+    options.topK = 1;
+  }
+  if (options.repeatPenalty === 0) throw badRequest("'repeat_penalty' must be > 0", "repeat_penalty");
+  const stream = body.stream === true;
+  const streamOptions = body.stream_options as Body | undefined | null;
+  const includeUsage = stream && typeof streamOptions === "object" && streamOptions !== null && streamOptions.include_usage === true;
+  const request: CompletionRequest = { model: modelName(body), stream, includeUsage, options, wantsGrammar: false };
+  applyResponseFormat(body, request);
+  return request;
+}
+
+function applyResponseFormat(body: Body, request: CompletionRequest): void {
+  const format = body.response_format as Body | undefined | null;
+  if (format === undefined || format === null) return;
+  if (typeof format !== "object" || typeof format.type !== "string") {
+    throw badRequest("'response_format' must be an object with a 'type'", "response_format");
+  }
+  if (format.type === "text") return;
+  if (format.type === "json_object") {
+    request.options.jsonSchema = { type: "object" };
+  } else if (format.type === "json_schema") {
+    const spec = format.json_schema as Body | undefined;
+    if (typeof spec !== "object" || spec === null || typeof spec.schema !== "object" || spec.schema === null) {
+      throw badRequest("'response_format.json_schema.schema' must be a JSON schema object", "response_format");
+    }
+    request.options.jsonSchema = spec.schema as object;
+  } else {
+    throw badRequest(`'response_format.type' must be text, json_object or json_schema (got ${JSON.stringify(format.type)})`, "response_format");
+  }
+  request.wantsGrammar = true;
+}
+
+const ROLES: Role[] = ["system", "user", "assistant", "tool"];
+
+/** Message content may be a string or an array of parts; only text parts are understood. */
+function messageText(content: unknown, index: number): string {
+  if (typeof content === "string") return content;
+  if (content === null || content === undefined) return "";
+  if (Array.isArray(content)) {
+    return content
+      .map((part: unknown, j) => {
+        const p = part as Body | null;
+        if (typeof p !== "object" || p === null || p.type !== "text" || typeof p.text !== "string") {
+          throw badRequest(`messages[${index}].content[${j}] must be a text part ({type: "text", text})`, `messages[${index}].content`);
+        }
+        return p.text;
+      })
+      .join("");
+  }
+  throw badRequest(`messages[${index}].content must be a string or an array of text parts`, `messages[${index}].content`);
+}
+
+export function parseChatRequest(raw: unknown): ChatRequest {
+  const body = asObject(raw);
+  const list = body.messages;
+  if (!Array.isArray(list) || list.length === 0) throw badRequest("'messages' must be a non-empty array", "messages");
+  const messages = list.map((m: unknown, i): Message => {
+    const msg = m as Body | null;
+    if (typeof msg !== "object" || msg === null) throw badRequest(`messages[${i}] must be an object`, "messages");
+    // OpenAI's newer "developer" role plays the system role.
+    const role = msg.role === "developer" ? "system" : msg.role;
+    if (!ROLES.includes(role as Role)) {
+      throw badRequest(`messages[${i}].role must be one of system, developer, user, assistant, tool`, `messages[${i}].role`);
+    }
+    return { role: role as Role, content: messageText(msg.content, i) };
+  });
+  return { ...commonRequest(body), messages };
+}
+
+export function parseTextRequest(raw: unknown): TextRequest {
+  const body = asObject(raw);
+  let prompt = body.prompt;
+  if (Array.isArray(prompt)) {
+    if (prompt.length !== 1) throw badRequest("'prompt' as an array must hold exactly one string", "prompt");
+    prompt = prompt[0];
+  }
+  if (typeof prompt !== "string") throw badRequest("'prompt' must be a string", "prompt");
+  return { ...commonRequest(body), prompt, echo: body.echo === true };
+}
+
+export function parseEmbeddingRequest(raw: unknown): EmbeddingRequest {
+  const body = asObject(raw);
+  const input = typeof body.input === "string" ? [body.input] : body.input;
+  if (!Array.isArray(input) || input.length === 0 || !input.every((s) => typeof s === "string")) {
+    throw badRequest("'input' must be a string or a non-empty array of strings", "input");
+  }
+  const encoding = body.encoding_format ?? "float";
+  if (encoding !== "float" && encoding !== "base64") {
+    throw badRequest("'encoding_format' must be float or base64", "encoding_format");
+  }
+  return { model: modelName(body), input, encoding };
+}

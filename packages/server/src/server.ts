@@ -1,0 +1,243 @@
+import { randomUUID, timingSafeEqual } from "node:crypto";
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { capabilitiesOf, isEmbeddingModel, type TextModel } from "@infer/core";
+import { HttpError, toHttpError } from "./errors.js";
+import { readJsonBody, sendError, sendJson } from "./http-io.js";
+import { ServerMetrics } from "./metrics.js";
+import { SlotQueue } from "./queue.js";
+import { parseChatRequest, parseEmbeddingRequest, parseTextRequest } from "./requests.js";
+import { type Served, runCompletion } from "./completions.js";
+
+export interface ServerOptions {
+  /** The models served, by the name clients put in `model`. */
+  models: Record<string, TextModel>;
+  /** When set, every /v1 and /metrics request needs `Authorization: Bearer <apiKey>`. */
+  apiKey?: string;
+  /** Requests that may wait per model behind the running ones; more get 429 (default 64). */
+  maxQueue?: number;
+  /** Largest accepted request body in bytes; more gets 413 (default 4 MiB). */
+  maxBodyBytes?: number;
+  /**
+   * Generations per model at once (default 1). BaseTextModel runs one call at a
+   * time, so more only helps backends whose models decode calls together.
+   */
+  parallel?: number;
+  /** Receives one line per finished request (default: nothing). */
+  log?: (line: string) => void;
+}
+
+export interface ListenAddress {
+  host: string;
+  port: number;
+  /** e.g. http://127.0.0.1:8080 */
+  url: string;
+}
+
+export interface InferServer {
+  /** The underlying node:http server. */
+  readonly http: Server;
+  /** Starts listening (port 0 picks a free one) and resolves with where. */
+  listen(port?: number, host?: string): Promise<ListenAddress>;
+  /** Aborts running generations, drops connections and stops listening. Models stay open. */
+  close(): Promise<void>;
+}
+
+const DEFAULT_MAX_QUEUE = 64;
+const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
+
+/** An OpenAI-compatible HTTP server over the given models. */
+export function createServer(options: ServerOptions): InferServer {
+  const names = Object.keys(options.models);
+  if (names.length === 0) throw new TypeError("createServer needs at least one model in `models`");
+  const created = Math.floor(Date.now() / 1000);
+  const metrics = new ServerMetrics();
+  const served = new Map<string, Served>(
+    names.map((name) => [
+      name,
+      { name, model: options.models[name]!, queue: new SlotQueue(options.parallel ?? 1, options.maxQueue ?? DEFAULT_MAX_QUEUE) },
+    ]),
+  );
+  const inFlight = new Set<AbortController>();
+  const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
+
+  function pick(name: string | undefined): Served {
+    if (name === undefined) {
+      if (served.size === 1) return served.values().next().value!;
+      throw new HttpError(400, `'model' is required; this server serves ${names.join(", ")}`, "invalid_request_error", "missing_model", "model");
+    }
+    const found = served.get(name);
+    if (!found) {
+      throw new HttpError(
+        404,
+        `the model '${name}' does not exist on this server (served: ${names.join(", ")})`,
+        "invalid_request_error",
+        "model_not_found",
+        "model",
+      );
+    }
+    return found;
+  }
+
+  function authorized(req: IncomingMessage): boolean {
+    if (options.apiKey === undefined) return true;
+    const header = req.headers.authorization ?? "";
+    const match = /^Bearer\s+(.+)$/i.exec(header);
+    if (!match) return false;
+    const given = Buffer.from(match[1]!.trim());
+    const wanted = Buffer.from(options.apiKey);
+    return given.length === wanted.length && timingSafeEqual(given, wanted);
+  }
+
+  async function route(req: IncomingMessage, res: ServerResponse, path: string, signal: AbortSignal): Promise<void> {
+    const method = req.method ?? "GET";
+    if (path === "/health" && method === "GET") {
+      sendJson(res, 200, { status: "ok", models: names });
+      return;
+    }
+    if (!authorized(req)) {
+      throw new HttpError(401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "invalid_request_error", "invalid_api_key", null, {
+        "www-authenticate": "Bearer",
+      });
+    }
+    const post = async (handler: (body: unknown) => Promise<void>) => {
+      if (method !== "POST") throw new HttpError(405, `${path} takes POST`, "invalid_request_error", "method_not_allowed");
+      await handler(await readJsonBody(req, maxBody));
+    };
+    switch (path) {
+      case "/metrics":
+        res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+        res.end(metrics.render([...served.values()].map((s) => ({ model: s.name, queued: s.queue.depth, active: s.queue.active }))));
+        return;
+      case "/v1/models":
+        sendJson(res, 200, { object: "list", data: names.map((id) => modelCard(id, created)) });
+        return;
+      case "/v1/chat/completions":
+        return post(async (body) => {
+          const request = parseChatRequest(body);
+          await runCompletion("chat", pick(request.model), request, res, signal, metrics);
+        });
+      case "/v1/completions":
+        return post(async (body) => {
+          const request = parseTextRequest(body);
+          await runCompletion("text", pick(request.model), request, res, signal, metrics);
+        });
+      case "/v1/embeddings":
+        return post(async (body) => {
+          const request = parseEmbeddingRequest(body);
+          await runEmbeddings(pick(request.model), request, res, signal);
+        });
+    }
+    if (path.startsWith("/v1/models/") && method === "GET") {
+      const id = decodeURIComponent(path.slice("/v1/models/".length));
+      sendJson(res, 200, modelCard(pick(id).name, created));
+      return;
+    }
+    throw new HttpError(404, `no route ${method} ${path}`, "invalid_request_error", "not_found");
+  }
+
+  async function runEmbeddings(
+    target: Served,
+    request: ReturnType<typeof parseEmbeddingRequest>,
+    res: ServerResponse,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { model } = target;
+    const status = capabilitiesOf(model).embeddings;
+    if (!isEmbeddingModel(model) || (status !== "supported" && status !== "experimental")) {
+      throw new HttpError(
+        400,
+        `the model '${target.name}' (backend ${model.backend}) does not produce embeddings`,
+        "invalid_request_error",
+        "embeddings_unsupported",
+        "model",
+      );
+    }
+    const release = await target.queue.acquire(signal);
+    try {
+      const vectors = await model.embed(request.input, { signal });
+      sendJson(res, 200, {
+        object: "list",
+        model: target.name,
+        data: vectors.map((v, index) => ({
+          object: "embedding",
+          index,
+          embedding: request.encoding === "base64" ? Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") : Array.from(v),
+        })),
+        usage: { prompt_tokens: 0, total_tokens: 0 },
+      });
+    } finally {
+      release();
+    }
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    const path = new URL(req.url ?? "/", "http://localhost").pathname.replace(/\/+$/, "") || "/";
+    const controller = new AbortController();
+    inFlight.add(controller);
+    res.setHeader("access-control-allow-origin", "*");
+    res.setHeader("x-request-id", randomUUID());
+    res.on("close", () => {
+      // A client that goes away before the answer is complete aborts its generation.
+      if (!res.writableFinished) controller.abort(new Error("the client disconnected"));
+      inFlight.delete(controller);
+      const endpoint = KNOWN_ENDPOINTS.has(path) ? path : "other";
+      const status = res.writableFinished ? String(res.statusCode) : "aborted";
+      metrics.requests.add({ endpoint, status });
+      metrics.latency.observe({ endpoint }, (performance.now() - started) / 1000);
+      options.log?.(`${req.method} ${path} ${status} ${Math.round(performance.now() - started)}ms`);
+    });
+    if (req.method === "OPTIONS") {
+      res.writeHead(204, {
+        "access-control-allow-methods": "GET, POST, OPTIONS",
+        "access-control-allow-headers": "authorization, content-type",
+      });
+      res.end();
+      return;
+    }
+    try {
+      await route(req, res, path, controller.signal);
+    } catch (error) {
+      if (controller.signal.aborted && !res.writable) return;
+      sendError(res, toHttpError(error));
+    }
+  }
+
+  const http = createHttpServer((req, res) => void handle(req, res));
+
+  return {
+    http,
+    listen(port = 8080, host = "127.0.0.1") {
+      return new Promise((resolve, reject) => {
+        http.once("error", reject);
+        http.listen(port, host, () => {
+          http.off("error", reject);
+          const address = http.address() as AddressInfo;
+          const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+          resolve({ host: address.address, port: address.port, url: `http://${shownHost}:${address.port}` });
+        });
+      });
+    },
+    async close() {
+      for (const controller of inFlight) controller.abort(new Error("the server is shutting down"));
+      await new Promise<void>((resolve) => {
+        http.close(() => resolve());
+        http.closeAllConnections();
+      });
+    },
+  };
+}
+
+const KNOWN_ENDPOINTS = new Set([
+  "/health",
+  "/metrics",
+  "/v1/models",
+  "/v1/chat/completions",
+  "/v1/completions",
+  "/v1/embeddings",
+]);
+
+function modelCard(id: string, created: number) {
+  return { id, object: "model", created, owned_by: "infer" };
+}

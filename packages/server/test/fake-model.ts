@@ -1,0 +1,88 @@
+import {
+  BaseTextModel,
+  type BatchResult,
+  type CapabilityId,
+  type CapabilityStatus,
+  type ClassifyResult,
+  type FinishReason,
+  InferenceError,
+  makeMetrics,
+  type Message,
+  type ModelInfo,
+  type PromptInput,
+  type ResolvedGenerateOptions,
+  type Token,
+} from "@infer/core";
+
+export const STORY = ["Once", " upon", " a", " time", " there", " was", " a", " little", " fox"];
+
+/**
+ * A TextModel with a scripted answer: the words of STORY, one token each,
+ * optionally slowed down. It records what it was asked and every abort, so
+ * tests can check what the server passed through.
+ */
+export class FakeModel extends BaseTextModel {
+  readonly modelType = "fake";
+  readonly backend = "fake";
+  capabilities: Partial<Record<CapabilityId, CapabilityStatus>> = {};
+  /** Generations that saw their signal fire. */
+  aborts = 0;
+  started = 0;
+  lastOptions: ResolvedGenerateOptions | undefined;
+  lastPrompt: string | undefined;
+
+  constructor(
+    private readonly delayMs = 0,
+    private readonly answer: string[] = STORY,
+  ) {
+    super();
+  }
+
+  info(): ModelInfo {
+    return { architecture: "fake", vocabSize: 16, numLayers: 1, hiddenSize: 4, contextLength: 64, quantBits: 32, quantGroup: 0, format: "unknown" };
+  }
+
+  protected async *stream(input: PromptInput, options: ResolvedGenerateOptions, signal: AbortSignal): AsyncGenerator<Token, FinishReason> {
+    this.started++;
+    this.lastOptions = options;
+    this.lastPrompt = input.text;
+    if (input.text.includes("overflow")) throw new InferenceError("CONTEXT_OVERFLOW", "the prompt is longer than the context (64 tokens)");
+    const promptTokens = input.text.split(/\s+/).filter(Boolean).length;
+    const begin = performance.now();
+    let produced = 0;
+    try {
+      for (let i = 0; i < this.answer.length; i++) {
+        if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
+        if (signal.aborted) return "abort";
+        produced++;
+        yield { id: i, text: this.answer[i]! };
+      }
+      return "stop";
+    } finally {
+      if (signal.aborted) this.aborts++;
+      const ms = performance.now() - begin;
+      this.lastMetrics = makeMetrics({ promptTokens, generatedTokens: produced, prefillMs: 0, decodeMs: ms, totalMs: ms });
+    }
+  }
+
+  protected renderChat(messages: Message[]): string {
+    return messages.map((m) => `${m.role}: ${m.content}`).join("\n") + "\nassistant:";
+  }
+
+  protected async runClassify(prompts: string[]): Promise<ClassifyResult[]> {
+    return prompts.map(() => ({ token: { id: 0, text: this.answer[0]! } }));
+  }
+
+  protected async runBatch(prompts: string[]): Promise<BatchResult[]> {
+    return prompts.map(() => ({ tokens: [], text: this.answer.join(""), finishReason: "stop" }));
+  }
+
+  protected async dispose(): Promise<void> {}
+}
+
+/** The fake plus an `embed` method: a tiny deterministic vector per text. */
+export class FakeEmbeddingModel extends FakeModel {
+  async embed(texts: string[]): Promise<Float32Array[]> {
+    return texts.map((t) => Float32Array.from([t.length, t.split(" ").length, 1]));
+  }
+}

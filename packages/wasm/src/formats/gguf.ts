@@ -1,0 +1,351 @@
+/**
+ * GGUF v2/v3 reader. Layout (little-endian):
+ *   "GGUF" | u32 version | u64 tensor_count | u64 metadata_kv_count
+ *   metadata_kv_count x { string key | u32 value_type | value }
+ *   tensor_count x { string name | u32 n_dims | u64 dims[n_dims] | u32 ggml_type | u64 offset }
+ *   padding to `general.alignment` (default 32) | tensor data (offsets relative to here)
+ * where string = u64 byte length | UTF-8 bytes, and an array value is
+ * u32 item_type | u64 count | items.
+ *
+ * Every count and length is checked against the bytes that remain before
+ * anything is allocated from it, so a corrupt header fails fast.
+ */
+import { InferenceError } from "@infer/core";
+import { GgmlType } from "../kernels/types.js";
+import { findTypeInfo, typeName } from "./ggml-types.js";
+import { GGUF_SCALAR_BYTES, GgufMetadata, GgufValueType, valueTypeName } from "./gguf-values.js";
+import type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
+import { readWholeFile } from "./read-file.js";
+
+export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
+export const GGUF_DEFAULT_ALIGNMENT = 32;
+/** ggml tensors have at most 4 dimensions. */
+export const GGUF_MAX_DIMS = 4;
+/** Arrays of arrays are legal; deeper nesting than this is treated as corruption. */
+const MAX_ARRAY_NESTING = 4;
+
+export interface GgufTensorInfo {
+  name: string;
+  /** ggml order: shape[0] is the row length (innermost, contiguous). */
+  shape: number[];
+  type: GgmlType;
+  /** Absolute byte offset of the tensor's data in the file. */
+  offset: number;
+  byteLength: number;
+}
+
+export interface GgufFile {
+  source: string;
+  version: number;
+  metadata: GgufMetadata;
+  tensors: GgufTensorInfo[];
+  tensorByName(name: string): GgufTensorInfo | undefined;
+  alignment: number;
+  /** Absolute offset where the tensor data section starts. */
+  dataOffset: number;
+  bytes: Uint8Array;
+  /** The tensor's bytes: a view into `bytes`, not a copy. */
+  tensorData(info: GgufTensorInfo): Uint8Array;
+}
+
+class GgufCursor {
+  readonly view: DataView;
+  position = 0;
+  private readonly decoder = new TextDecoder("utf-8");
+
+  constructor(
+    readonly bytes: Uint8Array,
+    readonly source: string,
+  ) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  fail(field: string, problem: string, code: "MODEL_FORMAT" | "UNSUPPORTED_DTYPE" = "MODEL_FORMAT"): InferenceError {
+    return new InferenceError(code, `${this.source}: GGUF ${field}: ${problem}`, {
+      details: { file: this.source, field, position: this.position },
+    });
+  }
+
+  get remaining(): number {
+    return this.bytes.length - this.position;
+  }
+
+  need(count: number, field: string): void {
+    if (count > this.remaining) {
+      throw this.fail(field, `needs ${count} bytes at offset ${this.position} but the file has only ${this.remaining} left`);
+    }
+  }
+
+  u8(field: string): number {
+    this.need(1, field);
+    return this.view.getUint8(this.position++);
+  }
+
+  u32(field: string): number {
+    this.need(4, field);
+    const value = this.view.getUint32(this.position, true);
+    this.position += 4;
+    return value;
+  }
+
+  u64(field: string): bigint {
+    this.need(8, field);
+    const value = this.view.getBigUint64(this.position, true);
+    this.position += 8;
+    return value;
+  }
+
+  /** A u64 count of items that each take at least `minItemBytes`: checked against the bytes left. */
+  count(field: string, minItemBytes: number): number {
+    const declared = this.u64(field);
+    if (declared * BigInt(minItemBytes) > BigInt(this.remaining)) {
+      throw this.fail(field, `declares ${declared} items of at least ${minItemBytes} bytes but only ${this.remaining} bytes remain`);
+    }
+    return Number(declared);
+  }
+
+  string(field: string): string {
+    const length = this.count(`${field} (string length)`, 1);
+    const text = this.decoder.decode(this.bytes.subarray(this.position, this.position + length));
+    this.position += length;
+    return text;
+  }
+}
+
+/** Parses a GGUF file held in memory. `source` names it in error messages. */
+export function parseGguf(bytes: Uint8Array, source = "<buffer>"): GgufFile {
+  const cursor = new GgufCursor(bytes, source);
+  if (bytes.length < 4 || cursor.view.getUint32(0, true) !== GGUF_MAGIC) {
+    throw cursor.fail("magic", `expected "GGUF" at the start, found ${describeMagic(bytes)}`);
+  }
+  cursor.position = 4;
+  const version = cursor.u32("version");
+  if (version !== 2 && version !== 3) throw cursor.fail("version", describeVersion(version));
+  // Each tensor info takes >= 24 bytes (name length, n_dims, type, offset); each key/value >= 13.
+  const tensorCount = cursor.count("tensor_count", 24);
+  const metadataCount = cursor.count("metadata_kv_count", 13);
+
+  const metadata = new GgufMetadata(source);
+  for (let i = 0; i < metadataCount; i++) {
+    const key = cursor.string(`metadata key #${i}`);
+    if (metadata.has(key)) throw cursor.fail(`metadata["${key}"]`, "the key appears twice");
+    const type = cursor.u32(`metadata["${key}"] value type`);
+    metadata.set(key, readValue(cursor, type, `metadata["${key}"]`, 0));
+  }
+
+  const infos = readTensorInfos(cursor, tensorCount);
+  const alignment = readAlignment(cursor, metadata);
+  const dataOffset = alignUp(cursor.position, alignment);
+  const tensors = placeTensors(cursor, infos, alignment, dataOffset);
+  const byName = new Map(tensors.map((tensor) => [tensor.name, tensor]));
+  return {
+    source,
+    version,
+    metadata,
+    tensors,
+    tensorByName: (name) => byName.get(name),
+    alignment,
+    dataOffset,
+    bytes,
+    tensorData: (info) => bytes.subarray(info.offset, info.offset + info.byteLength),
+  };
+}
+
+/** Reads a GGUF file into memory once and parses it. */
+export async function readGguf(path: string): Promise<GgufFile> {
+  return parseGguf(await readWholeFile(path, "GGUF"), path);
+}
+
+function describeMagic(bytes: Uint8Array): string {
+  const head = Array.from(bytes.subarray(0, 4), (b) => b.toString(16).padStart(2, "0")).join(" ");
+  return head ? `bytes ${head}` : "an empty file";
+}
+
+function describeVersion(version: number): string {
+  if (version === 1) return "GGUF v1 is not supported (convert the model to v3)";
+  const swapped = ((version & 0xff) << 24) | ((version & 0xff00) << 8) | ((version >>> 8) & 0xff00) | (version >>> 24);
+  if (swapped === 2 || swapped === 3) return `version ${version} is a big-endian GGUF, which is not supported`;
+  return `unsupported version ${version} (supported: 2, 3)`;
+}
+
+function readValue(cursor: GgufCursor, type: number, field: string, depth: number): GgufValue {
+  switch (type) {
+    case GgufValueType.UINT8:
+      return { type, value: cursor.u8(field) };
+    case GgufValueType.INT8:
+      cursor.need(1, field);
+      return { type, value: cursor.view.getInt8(cursor.position++) };
+    case GgufValueType.BOOL:
+      return { type, value: cursor.u8(field) !== 0 };
+    case GgufValueType.STRING:
+      return { type, value: cursor.string(field) };
+    case GgufValueType.ARRAY:
+      return readArray(cursor, field, depth);
+    case GgufValueType.UINT64:
+      return { type, value: cursor.u64(field) };
+    case GgufValueType.INT64: {
+      cursor.need(8, field);
+      const value = cursor.view.getBigInt64(cursor.position, true);
+      cursor.position += 8;
+      return { type, value };
+    }
+  }
+  const items = readNumbers(cursor, type, 1, field);
+  if (items === undefined) throw cursor.fail(field, `unknown value type ${type}`);
+  return { type, value: Number(items[0]) } as GgufValue;
+}
+
+/** `count` fixed-size numbers as the matching typed array, or undefined for a non-numeric type. */
+function readNumbers(cursor: GgufCursor, type: number, count: number, field: string): GgufArrayItems | undefined {
+  const itemBytes = GGUF_SCALAR_BYTES.get(type);
+  if (itemBytes === undefined || type === GgufValueType.BOOL) return undefined;
+  cursor.need(count * itemBytes, field);
+  // Copy into a fresh aligned buffer: the source offset is rarely aligned for a typed array view.
+  const start = cursor.bytes.byteOffset + cursor.position;
+  const copy = cursor.bytes.buffer.slice(start, start + count * itemBytes);
+  cursor.position += count * itemBytes;
+  if (!hostIsLittleEndian) throw cursor.fail(field, "reading GGUF on a big-endian host is not supported");
+  switch (type as GgufValueType) {
+    case GgufValueType.UINT8:
+      return new Uint8Array(copy);
+    case GgufValueType.INT8:
+      return new Int8Array(copy);
+    case GgufValueType.UINT16:
+      return new Uint16Array(copy);
+    case GgufValueType.INT16:
+      return new Int16Array(copy);
+    case GgufValueType.UINT32:
+      return new Uint32Array(copy);
+    case GgufValueType.INT32:
+      return new Int32Array(copy);
+    case GgufValueType.FLOAT32:
+      return new Float32Array(copy);
+    case GgufValueType.FLOAT64:
+      return new Float64Array(copy);
+    case GgufValueType.UINT64:
+      return new BigUint64Array(copy);
+    case GgufValueType.INT64:
+      return new BigInt64Array(copy);
+  }
+  return undefined;
+}
+
+const hostIsLittleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+function readArray(cursor: GgufCursor, field: string, depth: number): GgufArray {
+  if (depth >= MAX_ARRAY_NESTING) throw cursor.fail(field, `arrays nested deeper than ${MAX_ARRAY_NESTING} levels`);
+  const itemType = cursor.u32(`${field} item type`);
+  const type = GgufValueType.ARRAY as const;
+  switch (itemType) {
+    case GgufValueType.STRING: {
+      const count = cursor.count(`${field} array length`, 8);
+      const value: string[] = [];
+      for (let i = 0; i < count; i++) value.push(cursor.string(`${field}[${i}]`));
+      return { type, itemType, value };
+    }
+    case GgufValueType.BOOL: {
+      const count = cursor.count(`${field} array length`, 1);
+      const value = Array.from(cursor.bytes.subarray(cursor.position, cursor.position + count), (b) => b !== 0);
+      cursor.position += count;
+      return { type, itemType, value };
+    }
+    case GgufValueType.ARRAY: {
+      const count = cursor.count(`${field} array length`, 12);
+      const value: GgufArray[] = [];
+      for (let i = 0; i < count; i++) value.push(readArray(cursor, `${field}[${i}]`, depth + 1));
+      return { type, itemType, value };
+    }
+  }
+  const itemBytes = GGUF_SCALAR_BYTES.get(itemType);
+  if (itemBytes === undefined) throw cursor.fail(`${field} item type`, `unknown value type ${itemType}`);
+  const count = cursor.count(`${field} array length`, itemBytes);
+  return { type, itemType, value: readNumbers(cursor, itemType, count, field)! };
+}
+
+interface RawTensorInfo {
+  name: string;
+  shape: number[];
+  type: GgmlType;
+  relativeOffset: bigint;
+}
+
+function readTensorInfos(cursor: GgufCursor, count: number): RawTensorInfo[] {
+  const infos: RawTensorInfo[] = [];
+  const seen = new Set<string>();
+  for (let i = 0; i < count; i++) {
+    const name = cursor.string(`tensor #${i} name`);
+    const field = `tensor "${name}"`;
+    if (seen.has(name)) throw cursor.fail(field, "the name appears twice");
+    seen.add(name);
+    const dims = cursor.u32(`${field} n_dims`);
+    if (dims < 1 || dims > GGUF_MAX_DIMS) throw cursor.fail(`${field} n_dims`, `${dims} dimensions (expected 1 to ${GGUF_MAX_DIMS})`);
+    const shape: number[] = [];
+    let elements = 1n;
+    for (let d = 0; d < dims; d++) {
+      const size = cursor.u64(`${field} shape[${d}]`);
+      if (size < 1n) throw cursor.fail(`${field} shape[${d}]`, `dimension ${size} is not positive`);
+      elements *= size;
+      if (elements > BigInt(Number.MAX_SAFE_INTEGER)) throw cursor.fail(`${field} shape`, "the element count is beyond any file");
+      shape.push(Number(size));
+    }
+    const typeId = cursor.u32(`${field} type`);
+    const info = findTypeInfo(typeId);
+    if (!info) throw cursor.fail(`${field} type`, `unknown ggml type id ${typeId}`, "UNSUPPORTED_DTYPE");
+    if (shape[0]! % info.blockSize !== 0) {
+      throw cursor.fail(
+        `${field} shape[0]`,
+        `row length ${shape[0]} is not a multiple of the ${info.name} block size ${info.blockSize}`,
+      );
+    }
+    const relativeOffset = cursor.u64(`${field} offset`);
+    infos.push({ name, shape, type: typeId as GgmlType, relativeOffset });
+  }
+  return infos;
+}
+
+function readAlignment(cursor: GgufCursor, metadata: GgufMetadata): number {
+  const stored = metadata.get("general.alignment");
+  if (stored === undefined) return GGUF_DEFAULT_ALIGNMENT;
+  const field = 'metadata["general.alignment"]';
+  if (stored.type !== GgufValueType.UINT32) throw cursor.fail(field, `has type ${valueTypeName(stored.type)}, expected UINT32`);
+  const alignment = stored.value;
+  if (alignment === 0 || (alignment & (alignment - 1)) !== 0) throw cursor.fail(field, `${alignment} is not a power of two`);
+  return alignment;
+}
+
+function alignUp(offset: number, alignment: number): number {
+  return Math.ceil(offset / alignment) * alignment;
+}
+
+function placeTensors(cursor: GgufCursor, infos: RawTensorInfo[], alignment: number, dataOffset: number): GgufTensorInfo[] {
+  const fileSize = cursor.bytes.length;
+  const tensors = infos.map((raw): GgufTensorInfo => {
+    const field = `tensor "${raw.name}"`;
+    const info = findTypeInfo(raw.type)!;
+    const elements = raw.shape.reduce((a, b) => a * b, 1);
+    const byteLength = (elements / info.blockSize) * info.bytesPerBlock;
+    if (raw.relativeOffset % BigInt(alignment) !== 0n) {
+      throw cursor.fail(`${field} offset`, `${raw.relativeOffset} is not a multiple of the alignment ${alignment}`);
+    }
+    const end = BigInt(dataOffset) + raw.relativeOffset + BigInt(byteLength);
+    if (end > BigInt(fileSize)) {
+      throw cursor.fail(
+        `${field} offset`,
+        `${typeName(raw.type)} data of ${byteLength} bytes at data offset ${raw.relativeOffset} ends at ${end}, beyond the file's ${fileSize} bytes`,
+      );
+    }
+    return { name: raw.name, shape: raw.shape, type: raw.type, offset: dataOffset + Number(raw.relativeOffset), byteLength };
+  });
+  const byOffset = [...tensors].sort((a, b) => a.offset - b.offset);
+  for (let i = 1; i < byOffset.length; i++) {
+    const previous = byOffset[i - 1]!;
+    const current = byOffset[i]!;
+    if (previous.offset + previous.byteLength > current.offset) {
+      throw cursor.fail(
+        `tensor "${current.name}" offset`,
+        `its data overlaps tensor "${previous.name}" (${previous.offset}..${previous.offset + previous.byteLength} vs ${current.offset})`,
+      );
+    }
+  }
+  return tensors;
+}

@@ -169,6 +169,11 @@ const LOAD_CHECKS: Record<keyof LoadOptions, Check> = {
     typeof v === "string" && KV_TYPES.includes(v.toLowerCase()) ? undefined : `must be one of ${KV_TYPES.join(", ")}`,
 };
 
+/** The names of every option, e.g. for CLIs and servers that map their own flags onto them. */
+export const GENERATE_OPTION_NAMES = Object.freeze(Object.keys(GENERATE_CHECKS) as (keyof GenerateOptions)[]);
+export const CLASSIFY_OPTION_NAMES: readonly (keyof GenerateOptions)[] = CLASSIFY_KEYS;
+export const LOAD_OPTION_NAMES = Object.freeze(Object.keys(LOAD_CHECKS) as (keyof LoadOptions)[]);
+
 export const QUANTIZE_TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"];
 export const KV_TYPES = ["f32", "f16", "q8_0"];
 

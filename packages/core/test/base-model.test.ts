@@ -1,0 +1,266 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { isInferenceError, type Token } from "../src/index.js";
+import { assertCode } from "../src/testing/index.js";
+import { EOS, FakeModel, sample, VOCAB } from "./fake-backend.js";
+
+
+async function collect(stream: AsyncIterable<Token>): Promise<Token[]> {
+  const out: Token[] = [];
+  for await (const token of stream) out.push(token);
+  return out;
+}
+
+/** Greedy continuation computed straight from the toy model's logits, bypassing BaseTextModel. */
+function referenceGreedy(model: FakeModel, prompt: string, count: number): number[] {
+  const ids = model.encode(prompt);
+  const out: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const id = sample(model.nextLogits(ids, i), { temperature: 0 }, Math.random);
+    if (id === EOS) break;
+    ids.push(id);
+    out.push(id);
+  }
+  return out;
+}
+
+describe("generation through BaseTextModel", () => {
+  it("greedy output equals the directly computed argmax chain", async () => {
+    const model = new FakeModel();
+    const result = await model.generateText("hello", { temperature: 0, maxTokens: 12 });
+    assert.deepEqual(
+      result.tokens.map((t) => t.id),
+      referenceGreedy(model, "hello", 12),
+    );
+    assert.equal(result.text, model.decode(referenceGreedy(model, "hello", 12)));
+    assert.equal(result.finishReason, "length");
+  });
+
+  it("EOS ends with reason stop and is not emitted; ignoreEos keeps going", async () => {
+    const model = new FakeModel("fake", { eosAfter: 4 });
+    const result = await model.generateText("hi", { temperature: 0, maxTokens: 10 });
+    assert.equal(result.tokens.length, 4);
+    assert.equal(result.finishReason, "stop");
+    const past = await model.generateText("hi", { temperature: 0, maxTokens: 10, ignoreEos: true });
+    assert.equal(past.tokens.length, 10);
+    assert.equal(past.tokens[4]!.id, EOS);
+    assert.equal(past.finishReason, "length");
+  });
+
+  it("a stop token ends the sequence without being emitted", async () => {
+    const model = new FakeModel();
+    const free = await model.generateText("abc", { temperature: 0, maxTokens: 12 });
+    const stopId = free.tokens[5]!.id;
+    const firstAt = free.tokens.findIndex((t) => t.id === stopId);
+    const result = await model.generateText("abc", { temperature: 0, maxTokens: 12, stopTokens: [stopId] });
+    assert.deepEqual(result.tokens, free.tokens.slice(0, firstAt));
+    assert.equal(result.finishReason, "stop");
+  });
+
+  it("a stop string spanning tokens cuts the text before it", async () => {
+    const model = new FakeModel();
+    const free = await model.generateText("abc", { temperature: 0, maxTokens: 20 });
+    const stop = free.text.slice(7, 10); // three single-character tokens
+    const result = await model.generateText("abc", { temperature: 0, maxTokens: 20, stopStrings: [stop, "@@@"] });
+    assert.equal(result.text, free.text.slice(0, free.text.indexOf(stop)));
+    assert.equal(result.finishReason, "stop");
+  });
+
+  it("the end of the context ends with reason length", async () => {
+    const model = new FakeModel("fake", { contextLength: 12 });
+    const result = await model.generateText("abcde", { temperature: 0 });
+    assert.equal(result.tokens.length, 12 - 6); // BOS + 5 prompt tokens
+    assert.equal(result.finishReason, "length");
+  });
+
+  it("chat renders the messages and validates them", async () => {
+    const model = new FakeModel();
+    const messages = [{ role: "user" as const, content: "hi" }];
+    const chat = await model.chatText(messages, { temperature: 0, maxTokens: 5 });
+    const direct = await model.generateText(model.applyChatTemplate(messages), { temperature: 0, maxTokens: 5 });
+    assert.deepEqual(chat.tokens, direct.tokens);
+    await assertCode(model.chatText([], {}), "INVALID_OPTION");
+    const badRole = await assertCode(model.chatText([{ role: "robot", content: "x" }] as never), "INVALID_OPTION");
+    assert.match(badRole.message, /messages\[0\]\.role/);
+    const badContent = await assertCode(model.chatText([{ role: "user", content: 3 }] as never), "INVALID_OPTION");
+    assert.match(badContent.message, /messages\[0\]\.content/);
+    await assertCode(model.chatText([{ role: "user", content: "#notemplate" }]), "NO_CHAT_TEMPLATE");
+  });
+
+  it("classify and batchGenerate accept empty input and reject non-string prompts", async () => {
+    const model = new FakeModel();
+    assert.deepEqual(await model.classify([]), []);
+    assert.deepEqual(await model.batchGenerate([]), []);
+    await assertCode(model.classify(["a", 1] as never), "INVALID_OPTION");
+    await assertCode(model.batchGenerate("abc" as never), "INVALID_OPTION");
+  });
+});
+
+describe("errors and recovery", () => {
+  it("backend errors keep their codes; other throws become INTERNAL", async () => {
+    const model = new FakeModel("fake", { contextLength: 16 });
+    await assertCode(model.generateText("#unsupported"), "UNSUPPORTED");
+    assert.ok(isInferenceError(model.err(), "UNSUPPORTED"));
+    const overflow = await assertCode(model.generateText("a very long prompt indeed"), "CONTEXT_OVERFLOW");
+    assert.match(overflow.message, /context of 16/);
+    const crash = await assertCode(collect(model.generate("#crash")), "INTERNAL");
+    assert.match(crash.message, /fake backend crashed/);
+    assert.equal(model.err(), crash);
+  });
+
+  it("a failed call leaves the model usable and err() is reset by the next success", async () => {
+    const model = new FakeModel();
+    const good = await model.generateText("ok", { temperature: 0, maxTokens: 4 });
+    await assertCode(model.generateText("#unsupported"), "UNSUPPORTED");
+    assert.ok(model.err());
+    const again = await model.generateText("ok", { temperature: 0, maxTokens: 4 });
+    assert.deepEqual(again.tokens, good.tokens);
+    assert.equal(model.err(), undefined);
+    await assertCode(model.classify(["x"], { topP: 5 }), "INVALID_OPTION");
+    assert.ok(model.err());
+    await model.classify(["x"]);
+    assert.equal(model.err(), undefined);
+  });
+
+  it("one failing prompt does not sink the batch", async () => {
+    const model = new FakeModel();
+    const results = await model.batchGenerate(["ab", "#unsupported", "cd"], { temperature: 0, maxTokens: 3 });
+    assert.deepEqual(
+      results.map((r) => r.finishReason),
+      ["length", "error", "length"],
+    );
+    assert.ok(isInferenceError(results[1]!.error, "UNSUPPORTED"));
+    assert.deepEqual(results[2]!.tokens, (await model.generateText("cd", { temperature: 0, maxTokens: 3 })).tokens);
+  });
+
+  it("generateText with an aborted signal resolves with reason abort; err() keeps ABORTED", async () => {
+    const model = new FakeModel();
+    const controller = new AbortController();
+    controller.abort(new Error("user pressed stop"));
+    const result = await model.generateText("abc", { signal: controller.signal });
+    assert.equal(result.finishReason, "abort");
+    assert.deepEqual(result.tokens, []);
+    assert.ok(isInferenceError(model.err(), "ABORTED"));
+    assert.match(model.err()!.message, /user pressed stop/);
+    const streamed = await assertCode(collect(model.generate("abc", { signal: controller.signal })), "ABORTED");
+    assert.match(streamed.message, /aborted/);
+    await assertCode(model.classify(["abc"], { signal: controller.signal }), "ABORTED");
+  });
+
+  it("an abort during generateText keeps the tokens produced so far", async () => {
+    const model = new FakeModel("fake", { delayMs: 5 });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 30);
+    const partial = await model.generateText("abc", { temperature: 0, maxTokens: 1000, signal: controller.signal });
+    assert.equal(partial.finishReason, "abort");
+    assert.ok(partial.tokens.length > 0 && partial.tokens.length < 1000, `${partial.tokens.length} tokens`);
+    assert.deepEqual(
+      partial.tokens.map((t) => t.id),
+      referenceGreedy(model, "abc", partial.tokens.length),
+    );
+    // Aborting a signal after its call resolved changes nothing for later calls.
+    const later = await model.generateText("abc", { temperature: 0, maxTokens: 3 });
+    assert.equal(later.finishReason, "length");
+  });
+});
+
+describe("one call at a time", () => {
+  it("concurrent calls are serialised and each gets its own answer", async () => {
+    const model = new FakeModel("fake", { delayMs: 2 });
+    const prompts = ["one", "two", "three", "four"];
+    const results = await Promise.all([
+      ...prompts.map((p) => model.generateText(p, { temperature: 0, maxTokens: 5 })),
+      collect(model.generate("five", { temperature: 0, maxTokens: 5 })),
+      model.batchGenerate(["six"], { temperature: 0, maxTokens: 5 }),
+      model.classify(["seven"]),
+    ]);
+    assert.equal(model.maxActive, 1);
+    for (const [i, p] of prompts.entries()) {
+      const r = results[i] as { tokens: Token[] };
+      assert.deepEqual(
+        r.tokens.map((t) => t.id),
+        referenceGreedy(model, p, 5),
+      );
+    }
+  });
+
+  it("a stream consumer that breaks early releases the model", async () => {
+    const model = new FakeModel();
+    for await (const token of model.generate("abc", { temperature: 0 })) {
+      assert.ok(token.text.length > 0);
+      break;
+    }
+    const next = await model.generateText("abc", { temperature: 0, maxTokens: 2 });
+    assert.equal(next.tokens.length, 2);
+  });
+});
+
+describe("close", () => {
+  it("close during a stream ends it with CLOSED and disposes after it unwound", async () => {
+    const model = new FakeModel("fake", { delayMs: 3 });
+    const received: Token[] = [];
+    const consuming = (async () => {
+      for await (const token of model.generate("abc", { temperature: 0, maxTokens: 10_000 })) {
+        received.push(token);
+        if (received.length === 2) void model.close();
+      }
+    })();
+    await assertCode(consuming, "CLOSED");
+    await model.close();
+    assert.equal(received.length, 2);
+    assert.equal(model.disposeCount, 1);
+    assert.equal(model.disposedWhileActive, false);
+    assert.ok(isInferenceError(model.err(), "CLOSED"));
+  });
+
+  it("close while the backend is mid-token waits for it, then CLOSED", async () => {
+    const model = new FakeModel("fake", { delayMs: 20 });
+    const pending = model.generateText("abc", { temperature: 0, maxTokens: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await model.close();
+    assert.equal(model.disposedWhileActive, false);
+    await assertCode(pending, "CLOSED");
+  });
+
+  it("close does not hang on a stream whose consumer stopped asking for tokens", async () => {
+    const model = new FakeModel();
+    const iterator = model.generate("abc", { temperature: 0, maxTokens: 50 })[Symbol.asyncIterator]();
+    assert.equal((await iterator.next()).done, false);
+    await model.close(); // the consumer holds the stream at a yield
+    assert.equal(model.disposeCount, 1);
+    assert.equal(model.active, 0, "the backend stream was not finished");
+    await assertCode(iterator.next(), "CLOSED");
+  });
+
+  it("calls queued behind a running one fail with CLOSED when the model closes", async () => {
+    const model = new FakeModel("fake", { delayMs: 5 });
+    const first = model.generateText("a", { temperature: 0, maxTokens: 10_000 });
+    const queued = model.classify(["b"]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await model.close();
+    await assertCode(first, "CLOSED");
+    await assertCode(queued, "CLOSED");
+  });
+
+  it("await using disposes the model", async () => {
+    let outer: FakeModel | undefined;
+    {
+      await using model = new FakeModel();
+      outer = model;
+      await model.generateText("x", { maxTokens: 1 });
+    }
+    assert.equal(outer.isClosed, true);
+    assert.equal(outer.disposeCount, 1);
+  });
+});
+
+describe("the toy model itself", () => {
+  it("encodes characters with BOS and decodes them back", () => {
+    const model = new FakeModel();
+    const ids = model.encode("Hi there!");
+    assert.equal(ids[0], 0);
+    assert.equal(model.decode(ids, { skipSpecialTokens: true }), "hi there!");
+    assert.equal(model.decode(ids), "<s>hi there!");
+    assert.equal(VOCAB.length, model.info().vocabSize);
+  });
+});

@@ -1,0 +1,99 @@
+// Entry of kernels.wasm. Every function works on addresses in the one shared
+// memory the host imports; the module allocates nothing itself, so any number
+// of instances (one per worker thread) can run on the same memory at once.
+
+import { dotF32, dotHalf, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
+export { quantizeActivations } from "./quantize";
+
+// ggml type ids (GgmlType in src/kernels/types.ts).
+const F32 = 0;
+const F16 = 1;
+const Q4_0 = 2;
+const Q8_0 = 8;
+const Q4_K = 12;
+const Q6_K = 14;
+const BF16 = 30;
+
+/** First address past the module's own static data: the host allocates from here. */
+export function heapBase(): usize {
+  return __heap_base;
+}
+
+/** Bytes of one weight row of `cols` elements, or 0 for a type this module does not read. */
+export function rowBytes(type: i32, cols: i32): i32 {
+  switch (type) {
+    case F32:
+      return cols * 4;
+    case F16:
+    case BF16:
+      return cols * 2;
+    case Q8_0:
+      return (cols / 32) * 34;
+    case Q4_0:
+      return (cols / 32) * 18;
+    case Q4_K:
+      return (cols / 256) * 144;
+    case Q6_K:
+      return (cols / 256) * 210;
+    default:
+      return 0;
+  }
+}
+
+/**
+ * out[b, r] = W[r, :] · x[b, :] for rowStart <= r < rowEnd and b < batch.
+ * w: [rows, rowBytes] in the stored encoding; out: [batch, rows] f32.
+ * Float types read x: [batch, cols] f32; quantized types read the quantized
+ * activations xq: [batch, cols] i8, xd and xs: [batch, cols / 32] f32.
+ */
+export function matmul(
+  type: i32,
+  out: usize,
+  w: usize,
+  rows: i32,
+  cols: i32,
+  x: usize,
+  xq: usize,
+  xd: usize,
+  xs: usize,
+  batch: i32,
+  rowStart: i32,
+  rowEnd: i32,
+): void {
+  const stride = <usize>rowBytes(type, cols);
+  const blocks = cols / 32;
+  for (let r = rowStart; r < rowEnd; r++) {
+    const row = w + <usize>r * stride;
+    for (let b = 0; b < batch; b++) {
+      const xOffset = <usize>b * <usize>cols;
+      const blockOffset = <usize>b * <usize>blocks * 4;
+      let value: f32 = 0;
+      switch (type) {
+        case Q8_0:
+          value = dotQ8_0(row, xq + xOffset, xd + blockOffset, blocks);
+          break;
+        case Q4_0:
+          value = dotQ4_0(row, xq + xOffset, xd + blockOffset, blocks);
+          break;
+        case Q4_K:
+          value = dotQ4_K(row, xq + xOffset, xd + blockOffset, xs + blockOffset, cols / 256);
+          break;
+        case Q6_K:
+          value = dotQ6_K(row, xq + xOffset, xd + blockOffset, cols / 256);
+          break;
+        case F32:
+          value = dotF32(row, x + xOffset * 4, cols);
+          break;
+        case F16:
+          value = dotHalf(row, x + xOffset * 4, cols, false);
+          break;
+        case BF16:
+          value = dotHalf(row, x + xOffset * 4, cols, true);
+          break;
+        default:
+          unreachable();
+      }
+      store<f32>(out + ((<usize>b * <usize>rows + <usize>r) << 2), value);
+    }
+  }
+}

@@ -1,1 +1,8 @@
-export {};
+// @infer/hub: aliases, Hugging Face compatible downloads and the local model cache.
+export { registerAlias, resolveAlias, listAliases } from "./aliases.js";
+export { cacheDir, repoDir } from "./cache.js";
+export { downloadFile, type DownloadProgress, type DownloadRequest, type DownloadResult } from "./download.js";
+export { connectionFromEnv, fileUrl, listRepoFiles, type HubConnection, type RepoFile } from "./listing.js";
+export { cachedPath, hubRefOf, pull, refOfCachedPath, removeCached, resolveModel, type PullOptions, type PullResult, type ResolveOptions } from "./pull.js";
+export { formatHubRef, parseHubRef, type HubRef } from "./ref.js";
+export { GGUF_PREFERENCE, selectFiles, type Selection } from "./select.js";

@@ -42,6 +42,42 @@ export interface Kernels {
    * x: [batch, cols] row-major; out: [batch, rows] row-major.
    */
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void;
+  /** Causal attention over the KV cache; the engine uses the reference attention when absent. */
+  attention?: AttentionKernel;
   /** Frees workers or memory the kernels hold. */
   dispose?(): Promise<void> | void;
 }
+
+/** Where one batch's attention reads its keys and values, and how it masks them. */
+export interface AttentionParams {
+  /** Tokens in the batch. */
+  tokens: number;
+  numHeads: number;
+  numKVHeads: number;
+  headDim: number;
+  /** [tokens] position of each token in its sequence. */
+  positions: Int32Array;
+  /** [tokens] cache slot (sequence) of each token. */
+  seqIds: Int32Array;
+  /** Positions per cache slot: slot s, position p, KV head h starts at ((s * slotLength + p) * numKVHeads + h) * headDim. */
+  slotLength: number;
+  /** Multiplier applied to q·k before the softmax. */
+  scale: number;
+  /** Sliding window: token at position p sees positions p - window + 1 .. p; 0 = unlimited. */
+  window: number;
+  /** Gemma-2-style logit soft-capping: cap * tanh(score / cap); 0 = off. */
+  softcap: number;
+}
+
+/**
+ * Causal attention over a KV cache. q and out: [tokens, numHeads * headDim];
+ * keys and values: one layer's cache, [slots, slotLength, numKVHeads * headDim].
+ * Query head h reads KV head floor(h / (numHeads / numKVHeads)) (grouped-query attention).
+ */
+export type AttentionKernel = (
+  out: Float32Array,
+  q: Float32Array,
+  keys: Float32Array,
+  values: Float32Array,
+  params: AttentionParams,
+) => void;

@@ -1,0 +1,114 @@
+/**
+ * Steps every architecture's blocks are built from: projections, norms, and
+ * self-attention through the KV cache. Each returns a fresh [tokens, dim] buffer.
+ */
+import type { AttentionKernel, Kernels, WeightMatrix } from "../kernels/types.js";
+import { addBias, applyRope, gatedActivation, rmsNorm, rmsNormHeads, type Activation } from "../kernels/ops.js";
+import type { KVCache } from "./cache.js";
+import type { ModelConfig } from "./config.js";
+
+/** What one forward call's layers share. */
+export interface ForwardContext {
+  kernels: Kernels;
+  attention: AttentionKernel;
+  config: ModelConfig;
+  cache: KVCache;
+  /** Tokens in the batch. */
+  tokens: number;
+  /** [tokens] */
+  positions: Int32Array;
+  /** [tokens] */
+  seqIds: Int32Array;
+}
+
+/** x [tokens, w.cols] → [tokens, w.rows] (+ bias [w.rows]). */
+export function linear(ctx: ForwardContext, w: WeightMatrix, x: Float32Array, bias?: Float32Array): Float32Array {
+  const out = new Float32Array(ctx.tokens * w.rows);
+  ctx.kernels.matmul(out, w, x, ctx.tokens);
+  if (bias) addBias(out, bias, ctx.tokens);
+  return out;
+}
+
+/** RMSNorm of each row of x [tokens, dim] with weight [dim], into a new buffer. */
+export function norm(ctx: ForwardContext, x: Float32Array, weight: Float32Array): Float32Array {
+  const dim = weight.length;
+  const out = new Float32Array(ctx.tokens * dim);
+  rmsNorm(out, x, weight, ctx.tokens, dim, ctx.config.rmsEps, ctx.config.normUnitOffset);
+  return out;
+}
+
+/** Per-head RMSNorm of x [tokens, heads, headDim] in place (q/k norms). */
+export function normHeads(ctx: ForwardContext, x: Float32Array, weight: Float32Array, heads: number): void {
+  rmsNormHeads(x, weight, ctx.tokens, heads, ctx.config.headDim, ctx.config.rmsEps, ctx.config.normUnitOffset);
+}
+
+/** Copies rows [tokens, total] columns [start, start + width) into a new [tokens, width] buffer. */
+export function columns(ctx: ForwardContext, x: Float32Array, total: number, start: number, width: number): Float32Array {
+  const out = new Float32Array(ctx.tokens * width);
+  for (let t = 0; t < ctx.tokens; t++) out.set(x.subarray(t * total + start, t * total + start + width), t * width);
+  return out;
+}
+
+export interface AttentionOptions {
+  /** Inverse RoPE frequencies, [rotaryDim / 2]. */
+  inverseFrequencies: Float64Array;
+  /** Attention window in tokens (0 = full). */
+  window: number;
+}
+
+/**
+ * RoPE on q [tokens, numHeads, headDim] and k [tokens, numKVHeads, headDim],
+ * k and v stored in the cache of `layer` at each token's (seq, position), then
+ * causal attention of each query over its sequence's cached positions.
+ * Returns [tokens, numHeads * headDim].
+ */
+export function selfAttention(
+  ctx: ForwardContext,
+  layer: number,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  options: AttentionOptions,
+): Float32Array {
+  const { numHeads, numKVHeads, headDim, ropeMode, attentionScale, attentionSoftcap } = ctx.config;
+  applyRope(q, ctx.tokens, numHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode);
+  applyRope(k, ctx.tokens, numKVHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode);
+  const cache = ctx.cache;
+  const kvDim = numKVHeads * headDim;
+  const keys = cache.keys[layer]!;
+  const values = cache.values[layer]!;
+  for (let t = 0; t < ctx.tokens; t++) {
+    const at = cache.offset(ctx.seqIds[t]!, ctx.positions[t]!);
+    keys.set(k.subarray(t * kvDim, (t + 1) * kvDim), at);
+    values.set(v.subarray(t * kvDim, (t + 1) * kvDim), at);
+  }
+  const out = new Float32Array(ctx.tokens * numHeads * headDim);
+  ctx.attention(out, q, keys, values, {
+    tokens: ctx.tokens,
+    numHeads,
+    numKVHeads,
+    headDim,
+    positions: ctx.positions,
+    seqIds: ctx.seqIds,
+    slotLength: cache.contextLength,
+    scale: attentionScale,
+    window: options.window,
+    softcap: attentionSoftcap,
+  });
+  return out;
+}
+
+/** down(act(gate(x)) * up(x)) with separate gate [ffn, hidden] and up [ffn, hidden]; down [hidden, ffn]. */
+export function gatedMlp(
+  ctx: ForwardContext,
+  x: Float32Array,
+  gate: WeightMatrix,
+  up: WeightMatrix,
+  down: WeightMatrix,
+  activation: Activation,
+): Float32Array {
+  const g = linear(ctx, gate, x);
+  const u = linear(ctx, up, x);
+  gatedActivation(g, g, u, g.length, activation);
+  return linear(ctx, down, g);
+}

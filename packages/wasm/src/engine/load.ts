@@ -1,0 +1,140 @@
+/** loadTransformer: a GGUF file or a Hugging Face folder to a ready Transformer. */
+import { stat } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { InferenceError } from "@infer/core";
+import { GgmlType, type Kernels } from "../kernels/types.js";
+import { readGguf, type GgufFile } from "../formats/gguf.js";
+import { GgufValueType } from "../formats/gguf-values.js";
+import { typeInfo } from "../formats/ggml-types.js";
+import { findArchitecture } from "../arch/registry.js";
+import { ConfigReader } from "./config.js";
+import { WeightSource, type StoredTensor } from "./weights.js";
+import { Transformer } from "./transformer.js";
+import { openHfFolder, type HfFolder } from "./load-hf.js";
+
+export interface LoadOptions {
+  kernels?: Kernels;
+}
+
+export type LoadedMetadata =
+  | { format: "gguf"; gguf: GgufFile }
+  | { format: "safetensors"; folder: string; config: Record<string, unknown> };
+
+export interface LoadedTransformer {
+  transformer: Transformer;
+  format: "gguf" | "safetensors";
+  /** Bits per weight of the dominant matrix type (32 F32, 16 F16/BF16, 8 Q8_0, 4 Q4_K, ...). */
+  quantBits: number;
+  /** Block size of the dominant matrix type; 0 for unquantized floats. */
+  quantGroup: number;
+  metadata: LoadedMetadata;
+}
+
+/** Loads a .gguf file, or a folder (or a file in it) with config.json and *.safetensors. */
+export async function loadTransformer(path: string, options: LoadOptions = {}): Promise<LoadedTransformer> {
+  const kind = await detectFormat(path);
+  if (kind.format === "gguf") return loadGguf(path, options);
+  return loadHf(kind.folder, options);
+}
+
+async function detectFormat(path: string): Promise<{ format: "gguf" } | { format: "safetensors"; folder: string }> {
+  let info;
+  try {
+    info = await stat(path);
+  } catch (error) {
+    throw new InferenceError("MODEL_NOT_FOUND", `${path}: no such model file or folder`, { cause: error, details: { file: path } });
+  }
+  if (info.isDirectory()) return { format: "safetensors", folder: path };
+  if (path.endsWith(".safetensors") || path.endsWith("config.json")) return { format: "safetensors", folder: dirname(path) };
+  return { format: "gguf" };
+}
+
+async function loadGguf(path: string, options: LoadOptions): Promise<LoadedTransformer> {
+  const gguf = await readGguf(path);
+  const archValue = gguf.metadata.get("general.architecture");
+  const archName = archValue?.type === GgufValueType.STRING ? archValue.value : "";
+  const architecture = findArchitecture("gguf", archName ? [archName] : [], path);
+
+  const tensors = new Map<string, StoredTensor>();
+  for (const info of gguf.tensors) {
+    // ggml lists the innermost dimension first; the engine uses row-major [rows, cols].
+    tensors.set(info.name, { shape: [...info.shape].reverse(), type: info.type, data: gguf.tensorData(info) });
+  }
+  const reader = ConfigReader.fromGguf(path, gguf.metadata, archName, ggufPlainValue);
+  reader.vocabFallback = tensors.get("token_embd.weight")?.shape[0];
+  const config = architecture.readConfig(reader);
+  const source = new WeightSource(path, "gguf", tensors);
+  const model = architecture.load(source, config);
+  return finish(config, model, source, options, { format: "gguf", gguf });
+}
+
+async function loadHf(folder: string, options: LoadOptions): Promise<LoadedTransformer> {
+  const hf: HfFolder = await openHfFolder(folder);
+  const configFile = join(folder, "config.json");
+  const names = [hf.config.model_type, ...(Array.isArray(hf.config.architectures) ? hf.config.architectures : [])]
+    .filter((name): name is string => typeof name === "string");
+  const architecture = findArchitecture("safetensors", names, configFile);
+  const config = architecture.readConfig(ConfigReader.fromHf(configFile, hf.config));
+  // Multimodal wrappers keep the language model under a prefix.
+  const prefix = hf.tensors.has("model.embed_tokens.weight") || !hf.tensors.has("language_model.model.embed_tokens.weight")
+    ? ""
+    : "language_model.";
+  const source = new WeightSource(folder, "safetensors", hf.tensors, (name) => prefix + architecture.hfTensorName(name));
+  const model = architecture.load(source, config);
+  return finish(config, model, source, options, { format: "safetensors", folder, config: hf.config });
+}
+
+function finish(
+  config: Transformer["config"],
+  model: ConstructorParameters<typeof Transformer>[1],
+  source: WeightSource,
+  options: LoadOptions,
+  metadata: LoadedMetadata,
+): LoadedTransformer {
+  const transformer = new Transformer(config, model, source.weightBytes, source.parameterCount, options.kernels);
+  const dominant = dominantType(source.matrixElementsByType);
+  return {
+    transformer,
+    format: metadata.format,
+    quantBits: NOMINAL_BITS[dominant] ?? 0,
+    quantGroup: dominant === GgmlType.F32 || dominant === GgmlType.F16 || dominant === GgmlType.BF16 ? 0 : typeInfo(dominant).blockSize,
+    metadata,
+  };
+}
+
+/** Nominal bits per weight, as quantization names state them. */
+const NOMINAL_BITS: Partial<Record<GgmlType, number>> = {
+  [GgmlType.F32]: 32,
+  [GgmlType.F16]: 16,
+  [GgmlType.BF16]: 16,
+  [GgmlType.Q8_0]: 8,
+  [GgmlType.Q8_1]: 8,
+  [GgmlType.Q8_K]: 8,
+  [GgmlType.Q6_K]: 6,
+  [GgmlType.Q5_0]: 5,
+  [GgmlType.Q5_1]: 5,
+  [GgmlType.Q5_K]: 5,
+  [GgmlType.Q4_0]: 4,
+  [GgmlType.Q4_1]: 4,
+  [GgmlType.Q4_K]: 4,
+  [GgmlType.Q3_K]: 3,
+  [GgmlType.Q2_K]: 2,
+};
+
+function dominantType(elements: ReadonlyMap<GgmlType, number>): GgmlType {
+  let best = GgmlType.F32;
+  let most = -1;
+  for (const [type, count] of elements) {
+    if (count > most) {
+      best = type;
+      most = count;
+    }
+  }
+  return best;
+}
+
+/** A GGUF metadata value as a plain JS value (arrays as their item arrays). */
+function ggufPlainValue(value: unknown): unknown {
+  if (value && typeof value === "object" && "value" in value) return (value as { value: unknown }).value;
+  return value;
+}

@@ -1,0 +1,130 @@
+/**
+ * The forward pass: token ids of one or more sequences in, logits of the
+ * requested rows out, keys and values kept in a KVCache between calls.
+ */
+import { InferenceError } from "@infer/core";
+import type { AttentionKernel, Kernels } from "../kernels/types.js";
+import { referenceAttention, referenceKernels } from "../kernels/reference.js";
+import { embeddingLookup, rmsNorm } from "../kernels/ops.js";
+import type { LoadedModel } from "../arch/types.js";
+import { KVCache } from "./cache.js";
+import type { ModelConfig } from "./config.js";
+import type { ForwardContext } from "./layers.js";
+
+export type { ModelConfig } from "./config.js";
+export { KVCache } from "./cache.js";
+export { loadTransformer, type LoadedTransformer, type LoadOptions } from "./load.js";
+
+export interface ForwardBatch {
+  /** [n] token ids */
+  tokens: Int32Array;
+  /** [n] position of each token in its sequence */
+  positions: Int32Array;
+  /** [n] which sequence (KV cache slot) each token belongs to */
+  seqIds: Int32Array;
+  /** Indices into the batch whose logits are wanted (e.g. the last token of each sequence). */
+  logitRows: Int32Array;
+}
+
+export class Transformer {
+  readonly kernels: Kernels;
+  private readonly attention: AttentionKernel;
+
+  constructor(
+    readonly config: ModelConfig,
+    private readonly model: LoadedModel,
+    /** Bytes of the weights as stored (quantized bytes for quantized types). */
+    readonly weightBytes: number,
+    readonly parameterCount: number,
+    kernels: Kernels = referenceKernels,
+  ) {
+    this.kernels = kernels;
+    this.attention = kernels.attention ?? referenceAttention;
+  }
+
+  /** A KV cache shaped for this model. */
+  createCache(numSeqs: number, contextLength: number): KVCache {
+    return new KVCache(this.config, numSeqs, contextLength);
+  }
+
+  /** Logits [logitRows.length, vocabSize], row-major. */
+  forward(batch: ForwardBatch, cache: KVCache): Float32Array {
+    const newLengths = this.validate(batch, cache);
+    const { hiddenSize, vocabSize } = this.config;
+    const n = batch.tokens.length;
+    const x = new Float32Array(n * hiddenSize); // [n, hidden]
+    embeddingLookup(x, this.model.embedding, batch.tokens, this.config.embeddingScale);
+    const ctx: ForwardContext = {
+      kernels: this.kernels,
+      attention: this.attention,
+      config: this.config,
+      cache,
+      tokens: n,
+      positions: batch.positions,
+      seqIds: batch.seqIds,
+    };
+    this.model.runLayers(ctx, x);
+    for (const [seq, length] of newLengths) cache.setLength(seq, length);
+
+    const m = batch.logitRows.length;
+    const selected = new Float32Array(m * hiddenSize); // [m, hidden]
+    for (let i = 0; i < m; i++) {
+      const row = batch.logitRows[i]!;
+      selected.set(x.subarray(row * hiddenSize, (row + 1) * hiddenSize), i * hiddenSize);
+    }
+    rmsNorm(selected, selected, this.model.outputNorm, m, hiddenSize, this.config.rmsEps, this.config.normUnitOffset);
+    const logits = new Float32Array(m * vocabSize); // [m, vocab]
+    if (m > 0) this.kernels.matmul(logits, this.model.output, selected, m);
+    const cap = this.config.finalLogitSoftcap;
+    if (cap > 0) for (let i = 0; i < logits.length; i++) logits[i] = cap * Math.tanh(logits[i]! / cap);
+    return logits;
+  }
+
+  /** Checks the batch against the model and cache; returns each sequence's cached length after it. */
+  private validate(batch: ForwardBatch, cache: KVCache): Map<number, number> {
+    const { tokens, positions, seqIds, logitRows } = batch;
+    const n = tokens.length;
+    if (positions.length !== n || seqIds.length !== n) {
+      throw invalid(`batch arrays differ in length: tokens ${n}, positions ${positions.length}, seqIds ${seqIds.length}`);
+    }
+    if (cache.keys.length !== this.config.numLayers || cache.kvDim !== this.config.numKVHeads * this.config.headDim) {
+      throw invalid("the KV cache was made for a model of another shape");
+    }
+    const lengths = new Map<number, number>();
+    for (let t = 0; t < n; t++) {
+      const token = tokens[t]!;
+      const seq = seqIds[t]!;
+      const position = positions[t]!;
+      if (token < 0 || token >= this.config.vocabSize) {
+        throw invalid(`token id ${token} at batch row ${t} is outside the vocabulary (0 .. ${this.config.vocabSize - 1})`);
+      }
+      if (seq < 0 || seq >= cache.numSeqs) {
+        throw invalid(`sequence ${seq} at batch row ${t} is not a KV cache slot (0 .. ${cache.numSeqs - 1})`);
+      }
+      if (position >= cache.contextLength) {
+        throw new InferenceError(
+          "CONTEXT_OVERFLOW",
+          `position ${position} does not fit the KV cache's ${cache.contextLength} positions`,
+          { details: { position, contextLength: cache.contextLength } },
+        );
+      }
+      // Positions of one sequence follow on from its cache with no gap, in increasing order.
+      const cached = lengths.get(seq) ?? cache.length(seq);
+      const previous = lengths.has(seq) ? cached - 1 : -1;
+      if (position < 0 || position > cached || position <= previous) {
+        throw invalid(
+          `position ${position} of sequence ${seq} at batch row ${t} does not follow on from its ${cached} cached positions`,
+        );
+      }
+      lengths.set(seq, position + 1);
+    }
+    for (const row of logitRows) {
+      if (row < 0 || row >= n) throw invalid(`logit row ${row} is outside the batch of ${n} tokens`);
+    }
+    return lengths;
+  }
+}
+
+function invalid(message: string): InferenceError {
+  return new InferenceError("INVALID_OPTION", message);
+}

@@ -1,0 +1,129 @@
+/**
+ * Weights by name, from either file layout, checked against the shapes the
+ * configuration implies. Architectures ask for GGUF-style names
+ * ("blk.3.attn_q.weight"); a Hugging Face source translates them.
+ */
+import { InferenceError } from "@infer/core";
+import { GgmlType, type WeightMatrix } from "../kernels/types.js";
+import { dequantizeMatrixRow } from "../kernels/dequant.js";
+import { rowBytes, typeName } from "../formats/ggml-types.js";
+import type { ModelFileFormat } from "./config.js";
+
+/** One stored tensor: row-major shape (outermost first, so [rows, cols] for a matrix). */
+export interface StoredTensor {
+  shape: number[];
+  type: GgmlType;
+  data: Uint8Array;
+}
+
+export class WeightSource {
+  /** Bytes and element counts of the tensors handed out, each stored tensor counted once. */
+  private readonly used = new Map<string, { bytes: number; elements: number }>();
+
+  constructor(
+    /** The file (or folder) the tensors come from, named in errors. */
+    readonly file: string,
+    readonly format: ModelFileFormat,
+    private readonly tensors: Map<string, StoredTensor>,
+    /** Maps a GGUF-style name to this source's name (identity for GGUF). */
+    private readonly storedName: (name: string) => string = (name) => name,
+  ) {}
+
+  /** The name this source stores `name` under, for messages. */
+  nameOf(name: string): string {
+    return this.storedName(name);
+  }
+
+  has(name: string): boolean {
+    return this.tensors.has(this.storedName(name));
+  }
+
+  /** A [rows, cols] matrix kept in its stored encoding (F32 re-aligned when needed). */
+  matrix(name: string, rows: number, cols: number): WeightMatrix {
+    const tensor = this.get(name, [rows, cols]);
+    let data = tensor.data;
+    if (tensor.type === GgmlType.F32 && data.byteOffset % 4 !== 0) data = data.slice();
+    return { type: tensor.type, rows, cols, data };
+  }
+
+  /** A vector (norm weights, biases) as float32, whatever its stored type. */
+  vector(name: string, length: number): Float32Array {
+    const tensor = this.get(name, [length]);
+    const out = new Float32Array(length);
+    dequantizeMatrixRow({ type: tensor.type, rows: 1, cols: length, data: tensor.data }, 0, out);
+    return out;
+  }
+
+  optionalMatrix(name: string, rows: number, cols: number): WeightMatrix | undefined {
+    return this.has(name) ? this.matrix(name, rows, cols) : undefined;
+  }
+
+  optionalVector(name: string, length: number): Float32Array | undefined {
+    return this.has(name) ? this.vector(name, length) : undefined;
+  }
+
+  /** Row-major shape of a stored tensor, or undefined when absent. */
+  shapeOf(name: string): number[] | undefined {
+    return this.tensors.get(this.storedName(name))?.shape;
+  }
+
+  get weightBytes(): number {
+    let total = 0;
+    for (const { bytes } of this.used.values()) total += bytes;
+    return total;
+  }
+
+  get parameterCount(): number {
+    let total = 0;
+    for (const { elements } of this.used.values()) total += elements;
+    return total;
+  }
+
+  /** Element counts of the handed-out matrices per stored type (to find the dominant one). */
+  private readonly elementsByType = new Map<GgmlType, number>();
+  get matrixElementsByType(): ReadonlyMap<GgmlType, number> {
+    return this.elementsByType;
+  }
+
+  private get(name: string, expected: number[]): StoredTensor {
+    const stored = this.storedName(name);
+    const tensor = this.tensors.get(stored);
+    if (!tensor) {
+      throw new InferenceError("MODEL_FORMAT", `${this.file}: tensor ${stored} is missing`, {
+        details: { file: this.file, tensor: stored },
+      });
+    }
+    if (!sameShape(tensor.shape, expected)) {
+      throw new InferenceError(
+        "MODEL_FORMAT",
+        `${this.file}: tensor ${stored} has shape [${tensor.shape.join(", ")}], expected [${expected.join(", ")}]`,
+        { details: { file: this.file, tensor: stored, shape: tensor.shape, expected } },
+      );
+    }
+    const elements = expected.reduce((a, b) => a * b, 1);
+    const cols = expected[expected.length - 1]!;
+    const bytes = (elements / cols) * rowBytes(tensor.type, cols);
+    if (tensor.data.byteLength !== bytes) {
+      throw new InferenceError(
+        "MODEL_FORMAT",
+        `${this.file}: tensor ${stored} (${typeName(tensor.type)}) holds ${tensor.data.byteLength} bytes, expected ${bytes}`,
+        { details: { file: this.file, tensor: stored } },
+      );
+    }
+    if (!this.used.has(stored)) {
+      this.used.set(stored, { bytes, elements });
+      if (expected.length === 2) this.elementsByType.set(tensor.type, (this.elementsByType.get(tensor.type) ?? 0) + elements);
+    }
+    return tensor;
+  }
+}
+
+/** Shapes match, treating trailing/leading 1s of a vector stored as [1, n] or [n, 1] as the same vector. */
+function sameShape(actual: number[], expected: number[]): boolean {
+  const squeeze = (shape: number[]) => (shape.length > 1 ? shape.filter((d) => d !== 1) : shape);
+  if (expected.length === 1) {
+    const a = squeeze(actual);
+    return a.length === 1 && a[0] === expected[0];
+  }
+  return actual.length === expected.length && actual.every((d, i) => d === expected[i]);
+}

@@ -1,0 +1,150 @@
+/**
+ * The light numeric steps of the forward pass (norms, RoPE, activations,
+ * softmax, embedding lookup). Sums run in float64.
+ */
+import type { WeightMatrix } from "./types.js";
+import { dequantizeMatrixRow } from "./dequant.js";
+
+/**
+ * RMSNorm over `rows` rows of `dim`: out = x / sqrt(mean(x²) + eps) * w.
+ * `unitOffset` = 1 gives Gemma's (1 + w) weighting. out may alias x.
+ */
+export function rmsNorm(
+  out: Float32Array,
+  x: Float32Array,
+  weight: Float32Array,
+  rows: number,
+  dim: number,
+  eps: number,
+  unitOffset = 0,
+  xOffset = 0,
+  outOffset = 0,
+): void {
+  for (let r = 0; r < rows; r++) {
+    const xBase = xOffset + r * dim;
+    const outBase = outOffset + r * dim;
+    let sumSquares = 0;
+    for (let i = 0; i < dim; i++) sumSquares += x[xBase + i]! * x[xBase + i]!;
+    const inverse = 1 / Math.sqrt(sumSquares / dim + eps);
+    for (let i = 0; i < dim; i++) out[outBase + i] = x[xBase + i]! * inverse * (unitOffset + weight[i]!);
+  }
+}
+
+/** RMSNorm applied to each head of [tokens, heads, headDim] in place (Qwen3 / Gemma 3 q/k norms). */
+export function rmsNormHeads(
+  x: Float32Array,
+  weight: Float32Array,
+  tokens: number,
+  heads: number,
+  headDim: number,
+  eps: number,
+  unitOffset = 0,
+): void {
+  rmsNorm(x, x, weight, tokens * heads, headDim, eps, unitOffset);
+}
+
+/**
+ * llama.cpp's two RoPE layouts. "normal" rotates adjacent pairs (x[2i], x[2i+1])
+ * (GGUF llama, whose q/k rows the converter permuted); "neox" rotates
+ * (x[i], x[i + rotaryDim/2]) (Hugging Face rotate_half; GGUF qwen2/qwen3/gemma3/phi3).
+ */
+export type RopeMode = "normal" | "neox";
+
+/**
+ * Rotates the first `rotaryDim` dims of each head of x: [tokens, heads, headDim],
+ * token t by angle positions[t] * inverseFrequencies[i] for pair i.
+ */
+export function applyRope(
+  x: Float32Array,
+  tokens: number,
+  heads: number,
+  headDim: number,
+  positions: Int32Array,
+  inverseFrequencies: Float64Array,
+  mode: RopeMode,
+): void {
+  const pairs = inverseFrequencies.length; // rotaryDim / 2
+  const cos = new Float64Array(pairs);
+  const sin = new Float64Array(pairs);
+  for (let t = 0; t < tokens; t++) {
+    const position = positions[t]!;
+    for (let i = 0; i < pairs; i++) {
+      const angle = position * inverseFrequencies[i]!;
+      cos[i] = Math.cos(angle);
+      sin[i] = Math.sin(angle);
+    }
+    for (let h = 0; h < heads; h++) {
+      const base = (t * heads + h) * headDim;
+      for (let i = 0; i < pairs; i++) {
+        const a = mode === "normal" ? base + 2 * i : base + i;
+        const b = mode === "normal" ? a + 1 : a + pairs;
+        const x0 = x[a]!;
+        const x1 = x[b]!;
+        x[a] = x0 * cos[i]! - x1 * sin[i]!;
+        x[b] = x0 * sin[i]! + x1 * cos[i]!;
+      }
+    }
+  }
+}
+
+/** In-place softmax of x[offset .. offset + length). */
+export function softmax(x: Float32Array, offset = 0, length = x.length - offset): void {
+  let max = -Infinity;
+  for (let i = 0; i < length; i++) max = Math.max(max, x[offset + i]!);
+  let total = 0;
+  for (let i = 0; i < length; i++) {
+    const e = Math.exp(x[offset + i]! - max);
+    x[offset + i] = e;
+    total += e;
+  }
+  for (let i = 0; i < length; i++) x[offset + i] = x[offset + i]! / total;
+}
+
+export function silu(x: number): number {
+  return x / (1 + Math.exp(-x));
+}
+
+const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
+/** The tanh approximation of GELU (gelu_pytorch_tanh). */
+export function geluTanh(x: number): number {
+  return 0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+}
+
+export type Activation = "silu" | "gelu_tanh";
+
+/** out[i] = act(gate[i]) * up[i] for i < count (the gated MLP's middle). out may alias gate or up. */
+export function gatedActivation(
+  out: Float32Array,
+  gate: Float32Array,
+  up: Float32Array,
+  count: number,
+  activation: Activation,
+): void {
+  const act = activation === "silu" ? silu : geluTanh;
+  for (let i = 0; i < count; i++) out[i] = act(gate[i]!) * up[i]!;
+}
+
+/** out[t, :] = embedding row tokens[t] (dequantized), times `scale`. out: [tokens, cols]. */
+export function embeddingLookup(out: Float32Array, embedding: WeightMatrix, tokens: Int32Array, scale = 1): void {
+  for (let t = 0; t < tokens.length; t++) {
+    dequantizeMatrixRow(embedding, tokens[t]!, out, t * embedding.cols);
+    if (scale !== 1) {
+      const base = t * embedding.cols;
+      for (let i = 0; i < embedding.cols; i++) out[base + i] = out[base + i]! * scale;
+    }
+  }
+}
+
+/** x[r, :] += bias for each of `rows` rows. */
+export function addBias(x: Float32Array, bias: Float32Array, rows: number): void {
+  const dim = bias.length;
+  for (let r = 0; r < rows; r++) {
+    const base = r * dim;
+    for (let i = 0; i < dim; i++) x[base + i] = x[base + i]! + bias[i]!;
+  }
+}
+
+/** x[i] += y[i] for i < count. */
+export function addInPlace(x: Float32Array, y: Float32Array, count = x.length): void {
+  for (let i = 0; i < count; i++) x[i] = x[i]! + y[i]!;
+}

@@ -2,7 +2,9 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InferenceError } from "@infer/core";
-import type { StoredTensor } from "./weights.js";
+import { GgmlType } from "../kernels/types.js";
+import { readSafetensorsModel } from "../formats/safetensors.js";
+import { UNSUPPORTED_TYPE, type StoredTensor } from "./weights.js";
 
 export interface HfFolder {
   config: Record<string, unknown>;
@@ -29,5 +31,25 @@ export async function openHfFolder(folder: string): Promise<HfFolder> {
   if (!config || typeof config !== "object" || Array.isArray(config)) {
     throw new InferenceError("MODEL_FORMAT", `${configFile}: expected a JSON object`, { details: { file: configFile } });
   }
-  throw new InferenceError("UNSUPPORTED", `${folder}: safetensors loading is not wired yet`);
+  const model = await readSafetensorsModel(folder);
+  const tensors = new Map<string, StoredTensor>();
+  for (const [name, tensor] of model.tensors) {
+    const type = FLOAT_DTYPES[tensor.dtype];
+    // Integer tensors (e.g. position ids) are never weights; skip them, and fail only
+    // when a weight itself comes in a dtype the engine cannot read.
+    tensors.set(name, { shape: tensor.shape, type: type ?? UNSUPPORTED_TYPE, data: tensor.data, dtype: tensor.dtype });
+  }
+  // A file that stores a tied matrix once names its other names in __metadata__
+  // ("model.embed_tokens.weight": "lm_head.weight").
+  for (const [alias, target] of Object.entries(model.metadata)) {
+    const stored = tensors.get(target);
+    if (stored && !tensors.has(alias)) tensors.set(alias, stored);
+  }
+  return { config: config as Record<string, unknown>, tensors };
 }
+
+const FLOAT_DTYPES: Readonly<Record<string, GgmlType>> = {
+  F32: GgmlType.F32,
+  F16: GgmlType.F16,
+  BF16: GgmlType.BF16,
+};

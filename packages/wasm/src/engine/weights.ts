@@ -12,13 +12,19 @@ import type { ModelFileFormat } from "./config.js";
 /** One stored tensor: row-major shape (outermost first, so [rows, cols] for a matrix). */
 export interface StoredTensor {
   shape: number[];
+  /** UNSUPPORTED_TYPE for stored encodings the engine cannot compute with (then `dtype` names it). */
   type: GgmlType;
   data: Uint8Array;
+  /** The file format's own name of the encoding, for messages (safetensors dtype). */
+  dtype?: string;
 }
+
+/** Marks a stored tensor whose encoding has no GgmlType; using it as a weight fails with UNSUPPORTED_DTYPE. */
+export const UNSUPPORTED_TYPE = -1 as GgmlType;
 
 export class WeightSource {
   /** Bytes and element counts of the tensors handed out, each stored tensor counted once. */
-  private readonly used = new Map<string, { bytes: number; elements: number }>();
+  private readonly used = new Map<StoredTensor, { bytes: number; elements: number }>();
 
   constructor(
     /** The file (or folder) the tensors come from, named in errors. */
@@ -93,6 +99,13 @@ export class WeightSource {
         details: { file: this.file, tensor: stored },
       });
     }
+    if (tensor.type === UNSUPPORTED_TYPE) {
+      throw new InferenceError(
+        "UNSUPPORTED_DTYPE",
+        `${this.file}: tensor ${stored} is stored as ${tensor.dtype ?? "an unknown type"}; weights must be F32, F16, BF16 or a GGUF type`,
+        { details: { file: this.file, tensor: stored, dtype: tensor.dtype } },
+      );
+    }
     if (!sameShape(tensor.shape, expected)) {
       throw new InferenceError(
         "MODEL_FORMAT",
@@ -110,8 +123,8 @@ export class WeightSource {
         { details: { file: this.file, tensor: stored } },
       );
     }
-    if (!this.used.has(stored)) {
-      this.used.set(stored, { bytes, elements });
+    if (!this.used.has(tensor)) {
+      this.used.set(tensor, { bytes, elements });
       if (expected.length === 2) this.elementsByType.set(tensor.type, (this.elementsByType.get(tensor.type) ?? 0) + elements);
     }
     return tensor;

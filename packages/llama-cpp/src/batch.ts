@@ -1,0 +1,107 @@
+import {
+  abortedError,
+  type BatchResult,
+  type FinishReason,
+  isInferenceError,
+  type ResolvedGenerateOptions,
+  SequenceStopper,
+  type Token,
+  toInferenceError,
+} from "@infer/core";
+import type { LlamaContextSequence, LlamaGrammar } from "node-llama-cpp";
+import { decodeSequence, type DecodeTimings } from "./decode.js";
+import type { LlamaCppParts } from "./model.js";
+import { compileGrammar, grammarState, samplerSettings } from "./sampling.js";
+
+export interface BatchOutcome {
+  results: BatchResult[];
+  /** When the first wave's prefill ended (its first token), for metrics. */
+  firstTokenAt?: number;
+}
+
+/**
+ * Decodes the prompts on the context's sequences at once: node-llama-cpp
+ * gathers the pending tokens of every sequence into one llama.cpp batch, so a
+ * wave of `slots` prompts costs about one decode per step, not one per prompt.
+ * More prompts than slots run in waves. A failing prompt records its error and
+ * leaves the others running.
+ */
+export async function runBatch(
+  parts: LlamaCppParts,
+  prompts: number[][],
+  options: ResolvedGenerateOptions,
+  signal: AbortSignal,
+): Promise<BatchOutcome> {
+  const grammar = await compileGrammar(parts.llama, options);
+  const results: BatchResult[] = [];
+  let firstTokenAt: number | undefined;
+  for (let start = 0; start < prompts.length; start += parts.slots.length) {
+    const wave = prompts.slice(start, start + parts.slots.length);
+    const timings = wave.map((): DecodeTimings => ({ generated: 0 }));
+    results.push(
+      ...(await Promise.all(
+        wave.map((prompt, i) => runOne(parts, parts.slots[i]!, prompt, options, grammar, signal, timings[i]!)),
+      )),
+    );
+    if (start === 0) {
+      const firsts = timings.map((t) => t.firstTokenAt).filter((t): t is number => t !== undefined);
+      if (firsts.length > 0) firstTokenAt = Math.max(...firsts);
+    }
+  }
+  return { results, firstTokenAt };
+}
+
+async function runOne(
+  parts: LlamaCppParts,
+  sequence: LlamaContextSequence,
+  prompt: number[],
+  options: ResolvedGenerateOptions,
+  grammar: LlamaGrammar | undefined,
+  signal: AbortSignal,
+  timings: DecodeTimings,
+): Promise<BatchResult> {
+  const tokens: Token[] = [];
+  const stopper = new SequenceStopper(options);
+  let finishReason: FinishReason = "stop";
+  try {
+    if (signal.aborted) throw abortedError(signal.reason);
+    const decoding = decodeSequence(
+      parts.model,
+      sequence,
+      {
+        prompt,
+        sampler: samplerSettings(options, options),
+        stopTokens: new Set(options.stopTokens),
+        ignoreEos: options.ignoreEos ?? false,
+        grammar: await grammarState(parts.model, grammar),
+        signal,
+      },
+      timings,
+    );
+    try {
+      for (;;) {
+        const step = await decoding.next();
+        if (step.done) {
+          finishReason = step.value;
+          tokens.push(...stopper.flush());
+          break;
+        }
+        tokens.push(...stopper.push(step.value));
+        if (stopper.done) {
+          finishReason = stopper.done;
+          break;
+        }
+      }
+    } finally {
+      await decoding.return("stop");
+    }
+  } catch (error) {
+    if (isInferenceError(error, "ABORTED")) return collected(tokens, "abort");
+    return { ...collected(tokens, "error"), error: toInferenceError(error) };
+  }
+  return collected(tokens, finishReason);
+}
+
+function collected(tokens: Token[], finishReason: FinishReason): BatchResult {
+  return { tokens, text: tokens.map((t) => t.text).join(""), finishReason };
+}

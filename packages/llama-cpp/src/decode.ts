@@ -1,0 +1,109 @@
+import { abortedError, type FinishReason, InferenceError, type Token } from "@infer/core";
+import type { LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel } from "node-llama-cpp";
+import { asLlamaTokens } from "./runtime.js";
+import { evaluateOptions, type SamplerSettings } from "./sampling.js";
+import { TokenTextStream } from "./token-text.js";
+
+/** What one sequence is asked to do. */
+export interface DecodeRequest {
+  prompt: number[];
+  sampler: SamplerSettings;
+  stopTokens: ReadonlySet<number>;
+  ignoreEos: boolean;
+  grammar?: LlamaGrammarEvaluationState;
+  signal: AbortSignal;
+}
+
+/** Timings of one sequence, for metrics. */
+export interface DecodeTimings {
+  /** performance.now() when the first token came out (end of prefill); undefined before. */
+  firstTokenAt?: number;
+  generated: number;
+}
+
+/**
+ * Brings `sequence` to the state "prompt minus its last token evaluated",
+ * keeping the longest cached prefix it shares with `prompt` (prompt caching
+ * across calls), and returns the tokens still to evaluate (at least one, since
+ * the logits of the last prompt position are needed).
+ */
+export async function prepareSequence(sequence: LlamaContextSequence, prompt: number[]): Promise<number[]> {
+  const cached = sequence.contextTokens;
+  let keep = 0;
+  const limit = Math.min(cached.length, prompt.length - 1);
+  while (keep < limit && cached[keep] === prompt[keep]) keep++;
+  if (keep < sequence.nextTokenIndex) {
+    await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
+  }
+  // Erasing may keep less than asked (e.g. sliding-window caches); trust what is left.
+  return prompt.slice(sequence.nextTokenIndex);
+}
+
+/** Refuses prompts that do not leave room for one generated token. */
+export function assertPromptFits(prompt: number[], sequence: LlamaContextSequence): void {
+  if (prompt.length === 0) {
+    throw new InferenceError("INVALID_OPTION", "the prompt is empty and this model adds no BOS token to start from");
+  }
+  if (prompt.length >= sequence.contextSize) {
+    throw new InferenceError(
+      "CONTEXT_OVERFLOW",
+      `the prompt is ${prompt.length} tokens but the context holds ${sequence.contextSize} per sequence; ` +
+        "shorten the prompt or load with a larger contextLength",
+      { details: { promptTokens: prompt.length, contextLength: sequence.contextSize } },
+    );
+  }
+}
+
+/**
+ * Generates on one sequence until EOS / a stop token ("stop") or the end of the
+ * context ("length"). Closing the generator early (maxTokens, stop strings,
+ * abort) ends node-llama-cpp's evaluation in `finally`; the sequence keeps the
+ * evaluated tokens, which the next call reuses or erases in `prepareSequence`.
+ */
+export async function* decodeSequence(
+  model: LlamaModel,
+  sequence: LlamaContextSequence,
+  request: DecodeRequest,
+  timings: DecodeTimings,
+): AsyncGenerator<Token, FinishReason, undefined> {
+  const { prompt, signal } = request;
+  assertPromptFits(prompt, sequence);
+  const pending = await prepareSequence(sequence, prompt);
+  if (signal.aborted) throw abortedError(signal.reason);
+
+  const history = [...prompt];
+  const evaluation = sequence.evaluate(asLlamaTokens(pending), {
+    ...evaluateOptions(request.sampler, history),
+    grammarEvaluationState: request.grammar,
+    // EOS is decided here (ignoreEos, stop tokens), so node-llama-cpp must hand it over.
+    yieldEogToken: true,
+  });
+  const text = new TokenTextStream(model);
+  try {
+    for (;;) {
+      const step = await evaluation.next();
+      if (signal.aborted) throw abortedError(signal.reason);
+      if (step.done) {
+        yield* text.flush();
+        return "stop";
+      }
+      const id = step.value;
+      timings.firstTokenAt ??= performance.now();
+      if (request.stopTokens.has(id) || (!request.ignoreEos && model.isEogToken(id))) {
+        yield* text.flush();
+        return "stop";
+      }
+      timings.generated++;
+      history.push(id);
+      yield* text.push(id);
+      // The token just sampled would be evaluated at position `history.length - 1`;
+      // past the context's end node-llama-cpp would shift the context, which this contract reports as "length".
+      if (history.length >= sequence.contextSize) {
+        yield* text.flush();
+        return "length";
+      }
+    }
+  } finally {
+    await evaluation.return();
+  }
+}

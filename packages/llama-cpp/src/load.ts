@@ -1,0 +1,188 @@
+import { readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
+import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
+import { assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
+import { LlamaCppModel } from "./model.js";
+import { getRuntime, nodeLlamaCpp } from "./runtime.js";
+
+const DEFAULT_PARALLEL_SLOTS = 4;
+const KV_CACHE_TYPES = { f32: "F32", f16: "F16", q8_0: "Q8_0" } as const;
+
+/** Loads a GGUF model, its context (one sequence per slot) and the optional LoRA adapter and draft model. */
+export async function loadLlamaCppModel(path: string, options: LoadOptions = {}): Promise<LlamaCppModel> {
+  validateLoadOptions(options);
+  if (options.quantize !== undefined) {
+    throw new InferenceError(
+      "UNSUPPORTED",
+      "load option 'quantize' is not supported by backend llama_cpp: it runs GGUF weights as stored; " +
+        "quantize the file with llama.cpp's llama-quantize instead",
+      { details: { option: "quantize" } },
+    );
+  }
+  await assertGgufFile(path);
+  if (options.adapterPath !== undefined) await assertAdapter(options.adapterPath);
+  if (options.draftModel !== undefined) await assertGgufFile(options.draftModel, "draft model");
+
+  const llama = await getRuntime();
+  const threads = options.threads ?? llama.cpuMathCores;
+  const slots = options.parallelSlots ?? DEFAULT_PARALLEL_SLOTS;
+  const disposers: (() => Promise<void>)[] = [];
+  try {
+    const model = await loadWeights(llama, path, options.gpuLayers, "model");
+    disposers.push(() => model.dispose());
+    const contextOptions: LlamaContextOptions = {
+      contextSize: options.contextLength ?? "auto",
+      sequences: slots,
+      threads: { ideal: threads, min: threads },
+      ...(options.kvType !== undefined && {
+        experimentalKvCacheKeyType: KV_CACHE_TYPES[options.kvType.toLowerCase() as keyof typeof KV_CACHE_TYPES],
+        experimentalKvCacheValueType: KV_CACHE_TYPES[options.kvType.toLowerCase() as keyof typeof KV_CACHE_TYPES],
+      }),
+      ...(options.adapterPath !== undefined && { lora: { adapters: [{ filePath: options.adapterPath }] } }),
+    };
+    const context = await createContext(model, contextOptions, options);
+    disposers.push(() => context.dispose());
+
+    let draft: { model: LlamaModel; context: LlamaContext } | undefined;
+    if (options.draftModel !== undefined) {
+      const draftModel = await loadWeights(llama, options.draftModel, options.gpuLayers, "draft model");
+      disposers.push(() => draftModel.dispose());
+      const draftContext = await createContext(
+        draftModel,
+        { contextSize: context.contextSize, sequences: slots, threads: { ideal: threads, min: threads } },
+        options,
+      );
+      disposers.push(() => draftContext.dispose());
+      draft = { model: draftModel, context: draftContext };
+    }
+
+    const { DraftSequenceTokenPredictor } = await nodeLlamaCpp();
+    const sequences = [];
+    for (let i = 0; i < slots; i++) {
+      sequences.push(
+        draft
+          ? context.getSequence({ tokenPredictor: new DraftSequenceTokenPredictor(draft.context.getSequence()) })
+          : context.getSequence(),
+      );
+    }
+    const estimate = model.fileInsights.estimateContextResourceRequirements({
+      contextSize: context.contextSize,
+      sequences: slots,
+      modelGpuLayers: model.gpuLayers,
+    });
+    return new LlamaCppModel({
+      path,
+      llama,
+      model,
+      context,
+      slots: sequences,
+      draft,
+      threads,
+      info: modelInfo(model, context.contextSize),
+      contextMemoryBytes: estimate.cpuRam + estimate.gpuVram,
+      probe: new ProbeBus(options.probe),
+    });
+  } catch (error) {
+    for (const dispose of disposers.reverse()) await dispose().catch(() => undefined);
+    throw error;
+  }
+}
+
+/** -1 = every layer on the GPU, 0 = CPU only, n = that many; unset = as many as fit (node-llama-cpp's "auto"). */
+async function loadWeights(llama: Llama, path: string, gpuLayers: number | undefined, what: string): Promise<LlamaModel> {
+  try {
+    return await llama.loadModel({
+      modelPath: path,
+      gpuLayers: gpuLayers === undefined ? "auto" : gpuLayers === -1 ? (llama.gpu ? "max" : 0) : gpuLayers,
+    });
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (/InsufficientMemory|too large|VRAM/i.test(message) || isInsufficientMemory(error)) {
+      throw new InferenceError("INVALID_OPTION", `${what} '${path}' does not fit in memory with gpuLayers=${gpuLayers}: ${message}`, {
+        cause: error,
+        details: { path, gpuLayers },
+      });
+    }
+    throw new InferenceError("MODEL_FORMAT", `llama.cpp could not load ${what} '${path}': ${message}`, {
+      cause: error,
+      details: { path },
+    });
+  }
+}
+
+async function createContext(model: LlamaModel, contextOptions: LlamaContextOptions, options: LoadOptions): Promise<LlamaContext> {
+  try {
+    return await model.createContext(contextOptions);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (isInsufficientMemory(error)) {
+      throw new InferenceError(
+        "CONTEXT_OVERFLOW",
+        `a context of ${options.contextLength ?? "auto"} tokens x ${contextOptions.sequences} sequences does not fit in ` +
+          `memory (${message}); lower contextLength or parallelSlots`,
+        { cause: error, details: { contextLength: options.contextLength, parallelSlots: contextOptions.sequences } },
+      );
+    }
+    if (options.adapterPath !== undefined && /lora|adapter/i.test(message)) {
+      throw new InferenceError("MODEL_FORMAT", `llama.cpp could not apply the LoRA adapter '${options.adapterPath}': ${message}`, {
+        cause: error,
+        details: { path: options.adapterPath },
+      });
+    }
+    throw new InferenceError("INTERNAL", `llama.cpp could not create a context: ${message}`, { cause: error });
+  }
+}
+
+function isInsufficientMemory(error: unknown): boolean {
+  return error instanceof Error && (error.name === "InsufficientMemoryError" || error.constructor.name === "InsufficientMemoryError");
+}
+
+/**
+ * A LoRA adapter must be a GGUF file. A PEFT folder is recognised and refused
+ * with a pointer to conversion, since llama.cpp reads GGUF adapters only.
+ */
+async function assertAdapter(path: string): Promise<void> {
+  let isDirectory = false;
+  try {
+    isDirectory = (await stat(path)).isDirectory();
+  } catch (error) {
+    throw new InferenceError("MODEL_NOT_FOUND", `no LoRA adapter at '${path}'`, { cause: error, details: { path } });
+  }
+  if (isDirectory) {
+    const entries = await readdir(path).catch(() => [] as string[]);
+    if (entries.includes("adapter_config.json")) {
+      throw new InferenceError(
+        "UNSUPPORTED",
+        `LoRA adapter '${path}' is a PEFT folder (adapter_config.json); backend llama_cpp reads GGUF adapters only ` +
+          "and converting PEFT adapters is not available yet (llama.cpp's convert_lora_to_gguf.py can do it offline)",
+        { details: { path: join(path, "adapter_config.json") } },
+      );
+    }
+    throw new InferenceError("MODEL_FORMAT", `LoRA adapter '${path}' is a folder, not a GGUF adapter file`, {
+      details: { path },
+    });
+  }
+  await assertGgufFile(path, "LoRA adapter");
+}
+
+function modelInfo(model: LlamaModel, contextLength: number): ModelInfo {
+  const metadata = model.fileInfo.metadata as unknown as Record<string, Record<string, unknown> | undefined>;
+  const architecture = String(metadata.general?.architecture ?? model.fileInfo.metadata.general.architecture);
+  const archFields = metadata[architecture] ?? {};
+  const tensors = model.fileInfo.tensorInfo;
+  const quant = describeQuantization(metadata.general?.file_type, tensors);
+  let vocabSize = 0;
+  for (const _ of model.iterateAllTokens()) vocabSize++;
+  return {
+    architecture,
+    vocabSize,
+    numLayers: Number(archFields.block_count ?? model.fileInsights.totalLayers - 1),
+    hiddenSize: Number(archFields.embedding_length ?? model.embeddingVectorSize),
+    contextLength,
+    quantBits: quant.bits,
+    quantGroup: quant.group,
+    format: "gguf",
+    ...(tensors && { parameters: tensors.reduce((sum, t) => sum + elementCount(t), 0) }),
+  };
+}

@@ -1,0 +1,275 @@
+import {
+  BaseTextModel,
+  type BatchResult,
+  type CapabilityDeclaration,
+  type CapabilityId,
+  type CapabilityStatus,
+  type ClassifyOptions,
+  type ClassifyResult,
+  type DecodeOptions,
+  type EmbeddingModel,
+  type EncodeOptions,
+  type FinishReason,
+  InferenceError,
+  type Message,
+  type ModelInfo,
+  type PromptInput,
+  type ProbeBus,
+  type ResolvedGenerateOptions,
+  type Token,
+  type TokenizerModel,
+  abortedError,
+  makeMetrics,
+} from "@infer/core";
+import type { Llama, LlamaContext, LlamaContextSequence, LlamaEmbeddingContext, LlamaModel } from "node-llama-cpp";
+import { runBatch } from "./batch.js";
+import { renderChatTemplate } from "./chat-template.js";
+import { classifyPrompts } from "./classify.js";
+import { decodeSequence, type DecodeTimings } from "./decode.js";
+import { asLlamaTokens } from "./runtime.js";
+import { compileGrammar, grammarState, samplerSettings } from "./sampling.js";
+
+/** Everything a loaded model holds; built by `loadLlamaCppModel`. */
+export interface LlamaCppParts {
+  path: string;
+  llama: Llama;
+  model: LlamaModel;
+  context: LlamaContext;
+  /** One sequence per parallel slot; slot 0 serves single-stream calls. */
+  slots: LlamaContextSequence[];
+  /** The speculative-decoding draft, when `draftModel` was given. */
+  draft?: { model: LlamaModel; context: LlamaContext };
+  threads: number;
+  info: ModelInfo;
+  /** node-llama-cpp's estimate of the context's memory (KV cache, compute buffers), bytes. */
+  contextMemoryBytes: number;
+  probe: ProbeBus;
+}
+
+export class LlamaCppModel extends BaseTextModel implements TokenizerModel, EmbeddingModel, CapabilityDeclaration {
+  readonly backend = "llama_cpp";
+  readonly modelType: string;
+  readonly capabilities: Partial<Record<CapabilityId, CapabilityStatus>> = {
+    grammar: "supported",
+    speculative: "supported",
+    "lora.inference": "supported",
+  };
+  private readonly parts: LlamaCppParts;
+  private embeddingContext: Promise<LlamaEmbeddingContext> | undefined;
+  private probeStep = 0;
+
+  constructor(parts: LlamaCppParts) {
+    super();
+    this.parts = parts;
+    this.modelType = parts.info.architecture;
+  }
+
+  info(): ModelInfo {
+    return { ...this.parts.info };
+  }
+
+  /** The file this model was loaded from. */
+  get path(): string {
+    return this.parts.path;
+  }
+
+  /** CPU threads each decode uses. */
+  get threads(): number {
+    return this.parts.threads;
+  }
+
+  /** Whether layers run on a GPU ("cuda", "vulkan", "metal") or false for CPU only. */
+  get gpu(): string | false {
+    return this.parts.llama.gpu;
+  }
+
+  /** Layers offloaded to the GPU. */
+  get gpuLayers(): number {
+    return this.parts.model.gpuLayers;
+  }
+
+  // ---- TokenizerModel ----
+
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    this.assertOpen();
+    if (typeof text !== "string") throw new InferenceError("INVALID_OPTION", "encode() text must be a string");
+    return this.tokenize(text, options.addSpecialTokens ?? true);
+  }
+
+  decode(ids: number[], options: DecodeOptions = {}): string {
+    this.assertOpen();
+    this.assertTokenIds(ids, "decode() ids");
+    return this.parts.model.detokenize(asLlamaTokens(ids), !(options.skipSpecialTokens ?? false));
+  }
+
+  applyChatTemplate(messages: Message[], options: { addGenerationPrompt?: boolean; chatTemplate?: string } = {}): string {
+    this.assertOpen();
+    const { model } = this.parts;
+    const template = model.fileInfo.metadata.tokenizer?.chat_template;
+    return renderChatTemplate(
+      messages,
+      {
+        modelTemplate: typeof template === "string" ? template : undefined,
+        bosToken: model.tokens.bosString ?? "",
+        eosToken: model.tokens.eosString ?? "",
+      },
+      options,
+    );
+  }
+
+  // ---- EmbeddingModel ----
+
+  async embed(texts: string[], options: { signal?: AbortSignal; normalize?: boolean } = {}): Promise<Float32Array[]> {
+    this.assertOpen();
+    if (!Array.isArray(texts) || !texts.every((t) => typeof t === "string")) {
+      throw new InferenceError("INVALID_OPTION", "embed() texts must be an array of strings");
+    }
+    this.embeddingContext ??= this.parts.model.createEmbeddingContext({
+      contextSize: Math.min(this.parts.info.contextLength, 2048),
+      threads: this.parts.threads,
+    });
+    const context = await this.embeddingContext;
+    const vectors: Float32Array[] = [];
+    for (const text of texts) {
+      if (options.signal?.aborted) throw abortedError(options.signal.reason);
+      this.assertOpen();
+      const embedding = await context.getEmbeddingFor(text);
+      const vector = Float32Array.from(embedding.vector);
+      if (options.normalize ?? true) normalizeInPlace(vector);
+      vectors.push(vector);
+    }
+    return vectors;
+  }
+
+  // ---- BaseTextModel ----
+
+  protected override async *stream(
+    input: PromptInput,
+    options: ResolvedGenerateOptions,
+    signal: AbortSignal,
+  ): AsyncGenerator<Token, FinishReason | void, undefined> {
+    const { model, llama } = this.parts;
+    const started = performance.now();
+    const prompt = this.tokenize(input.text, true);
+    const grammar = await compileGrammar(llama, options);
+    const timings: DecodeTimings = { generated: 0 };
+    const decoding = decodeSequence(
+      model,
+      this.parts.slots[0]!,
+      {
+        prompt,
+        sampler: samplerSettings(options, options),
+        stopTokens: new Set(options.stopTokens),
+        ignoreEos: options.ignoreEos ?? false,
+        grammar: await grammarState(model, grammar),
+        signal,
+      },
+      timings,
+    );
+    try {
+      for (;;) {
+        const step = await decoding.next();
+        if (step.done) return step.value;
+        this.emitTokenProbe(step.value, prompt.length + timings.generated - 1);
+        yield step.value;
+      }
+    } finally {
+      await decoding.return("stop");
+      this.recordMetrics(prompt.length, timings.generated, started, timings.firstTokenAt);
+    }
+  }
+
+  protected override renderChat(messages: Message[], options: ResolvedGenerateOptions): string {
+    return this.applyChatTemplate(messages, { chatTemplate: options.chatTemplate });
+  }
+
+  protected override async runClassify(
+    prompts: string[],
+    options: ClassifyOptions,
+    signal: AbortSignal,
+  ): Promise<ClassifyResult[]> {
+    const started = performance.now();
+    const tokenized = prompts.map((p) => this.tokenize(p, true));
+    const results = await classifyPrompts(this.parts, tokenized, options, signal);
+    const promptTokens = tokenized.reduce((sum, p) => sum + p.length, 0);
+    this.recordMetrics(promptTokens, results.length, started, performance.now());
+    return results;
+  }
+
+  protected override async runBatch(
+    prompts: string[],
+    options: ResolvedGenerateOptions,
+    signal: AbortSignal,
+  ): Promise<BatchResult[]> {
+    const started = performance.now();
+    const tokenized = prompts.map((p) => this.tokenize(p, true));
+    const outcome = await runBatch(this.parts, tokenized, options, signal);
+    const promptTokens = tokenized.reduce((sum, p) => sum + p.length, 0);
+    const generated = outcome.results.reduce((sum, r) => sum + r.tokens.length, 0);
+    this.recordMetrics(promptTokens, generated, started, outcome.firstTokenAt);
+    return outcome.results;
+  }
+
+  protected override async dispose(): Promise<void> {
+    const { model, context, draft } = this.parts;
+    const embedding = await this.embeddingContext?.catch(() => undefined);
+    await embedding?.dispose();
+    await context.dispose();
+    await draft?.context.dispose();
+    await draft?.model.dispose();
+    await model.dispose();
+  }
+
+  // ---- helpers ----
+
+  /**
+   * Text to ids. Special-token text ("<s>", "<|im_start|>") is parsed as the
+   * special token, as Hugging Face tokenizers and llama-server do, so rendered
+   * chat templates work; BOS is added when the model wants it and the text did
+   * not already begin with it.
+   */
+  private tokenize(text: string, addSpecialTokens: boolean): number[] {
+    const { model } = this.parts;
+    const ids = model.tokenize(text, true) as number[];
+    const bos = model.tokens.bos;
+    if (addSpecialTokens && bos !== null && model.tokens.shouldPrependBosToken && ids[0] !== bos) ids.unshift(bos);
+    return ids;
+  }
+
+  private assertTokenIds(ids: unknown, what: string): asserts ids is number[] {
+    const vocab = this.parts.info.vocabSize;
+    if (!Array.isArray(ids) || !ids.every((id) => Number.isInteger(id) && id >= 0 && id < vocab)) {
+      throw new InferenceError("INVALID_OPTION", `${what} must be an array of token ids in [0, ${vocab})`);
+    }
+  }
+
+  private recordMetrics(promptTokens: number, generatedTokens: number, started: number, firstTokenAt?: number): void {
+    const ended = performance.now();
+    const prefillEnd = firstTokenAt ?? ended;
+    const { ram, vram } = this.parts.model.memoryUsage;
+    const memory = ram + vram + this.parts.contextMemoryBytes;
+    this.lastMetrics = makeMetrics({
+      promptTokens,
+      generatedTokens,
+      prefillMs: prefillEnd - started,
+      decodeMs: ended - prefillEnd,
+      totalMs: ended - started,
+      peakMemoryBytes: memory,
+      activeMemoryBytes: this.isClosed ? 0 : memory,
+    });
+  }
+
+  private emitTokenProbe(token: Token, position: number): void {
+    const { probe } = this.parts;
+    if (!probe.active || !probe.wants("token")) return;
+    probe.emit({ kind: "token", phase: "decode", step: this.probeStep++, payload: { ...token, position } });
+  }
+
+}
+
+function normalizeInPlace(vector: Float32Array): void {
+  let norm = 0;
+  for (const x of vector) norm += x * x;
+  norm = Math.sqrt(norm);
+  if (norm > 0) for (let i = 0; i < vector.length; i++) vector[i] /= norm;
+}

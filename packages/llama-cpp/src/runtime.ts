@@ -1,0 +1,67 @@
+import type { Llama } from "node-llama-cpp";
+
+/**
+ * The one llama.cpp runtime of this process. node-llama-cpp is imported lazily
+ * so that importing @infer/llama-cpp (which registers the backend) stays cheap
+ * and never fails where the native binary is missing; `available()` reports that.
+ */
+let runtime: Promise<Llama> | undefined;
+let failure: string | undefined;
+
+export type NodeLlamaCpp = typeof import("node-llama-cpp");
+
+let library: Promise<NodeLlamaCpp> | undefined;
+
+export function nodeLlamaCpp(): Promise<NodeLlamaCpp> {
+  library ??= import("node-llama-cpp");
+  return library;
+}
+
+/**
+ * Loads the prebuilt binary: the GPU flavour when one is installed and usable,
+ * the CPU one otherwise. `build: "never"` because a backend must never download
+ * sources or compile at run time; `maxThreads: 0` so each context's `threads`
+ * is used exactly (the load option decides, not node-llama-cpp's default).
+ */
+export function getRuntime(): Promise<Llama> {
+  runtime ??= (async () => {
+    const { getLlama, LlamaLogLevel } = await nodeLlamaCpp();
+    const gpuDisabled = process.env.INFER_LLAMA_CPP_GPU === "false";
+    return getLlama({
+      gpu: gpuDisabled ? false : "auto",
+      build: "never",
+      usePrebuiltBinaries: true,
+      progressLogs: false,
+      skipDownload: true,
+      maxThreads: 0,
+      logLevel: LlamaLogLevel.error,
+    });
+  })();
+  runtime.catch((error: unknown) => {
+    failure = error instanceof Error ? error.message : String(error);
+  });
+  return runtime;
+}
+
+export async function runtimeAvailable(): Promise<boolean> {
+  try {
+    await getRuntime();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function runtimeUnavailableReason(): Promise<string> {
+  if (await runtimeAvailable()) return "the llama.cpp runtime loaded (it is available)";
+  return (
+    `no prebuilt llama.cpp binary could be loaded (${failure ?? "unknown error"}); install node-llama-cpp ` +
+    "with the binary package of this platform, e.g. `npm install node-llama-cpp @node-llama-cpp/linux-x64`"
+  );
+}
+
+/** node-llama-cpp brands token ids; ours are plain numbers (the same values). */
+export type LlamaToken = import("node-llama-cpp").Token;
+export function asLlamaTokens(ids: readonly number[]): LlamaToken[] {
+  return ids as LlamaToken[];
+}

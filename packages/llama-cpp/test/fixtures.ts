@@ -1,0 +1,19 @@
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+/**
+ * The shared test models live beside the repository (../shared/models from its
+ * root). Compiled tests run from packages/llama-cpp/dist/test/, five levels below
+ * the folder that holds both.
+ */
+export const MODELS_DIR = fileURLToPath(new URL("../../../../../shared/models/", import.meta.url));
+export const STORIES_GGUF = `${MODELS_DIR}stories260K/stories260K.gguf`;
+export const STORIES_EXPECTED = `${MODELS_DIR}stories260K/expected-greedy-200.txt`;
+
+/** A `skip` value for node:test: false when the model is here, else why the test cannot run. */
+export const skipWithoutStories: string | false = existsSync(STORIES_GGUF)
+  ? false
+  : `needs ${STORIES_GGUF} (the shared test models are absent in this checkout)`;
+
+/** Small, fast settings for every test load: 2 threads, a small context, 4 slots. */
+export const TEST_LOAD = { backend: "llama_cpp", threads: 2, contextLength: 256, parallelSlots: 4 } as const;

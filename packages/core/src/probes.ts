@@ -110,6 +110,8 @@ export function summarizeLogits(logits: ArrayLike<number>, k = 5): LogitsSummary
   for (let i = 0; i < n; i++) {
     const shifted = logits[i]! - max;
     const e = Math.exp(shifted);
+    // Masked tokens (logit -Infinity) have probability 0 and add nothing; 0 * -Infinity would be NaN.
+    if (e === 0) continue;
     sum += e;
     weighted += e * shifted;
   }

@@ -124,11 +124,14 @@ async function describeGguf(path: string): Promise<DiscoveredModel | undefined> 
   }
 }
 
-/** Scans GGUF metadata in `buf` for the wanted string/integer keys; stops at the buffer's end. */
+/**
+ * Scans GGUF metadata in `buf` for the wanted string/integer keys. Keys past
+ * the bounded prefix (e.g. behind a large vocabulary array) are not found;
+ * whatever was found before that point is kept.
+ */
 function readGgufScalars(buf: Buffer, wanted: string[]): Map<string, string | number> {
   const found = new Map<string, string | number>();
-  const version = buf.readUInt32LE(4);
-  const wide = version >= 2; // v1 used 32-bit counts and lengths
+  const wide = buf.readUInt32LE(4) >= 2; // v1 used 32-bit counts and lengths
   let at = 8;
   const readCount = () => {
     const n = wide ? Number(buf.readBigUInt64LE(at)) : buf.readUInt32LE(at);
@@ -143,9 +146,8 @@ function readGgufScalars(buf: Buffer, wanted: string[]): Map<string, string | nu
     return s;
   };
   const scalarSize: Record<number, number> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
-  readCount(); // tensor count
-  const kvCount = readCount();
-  for (let i = 0; i < kvCount && found.size < wanted.length; i++) {
+  /** Reads one key/value pair; false when the layout is not understood. */
+  const readPair = (): boolean => {
     const key = readString();
     const type = buf.readUInt32LE(at);
     at += 4;
@@ -158,14 +160,23 @@ function readGgufScalars(buf: Buffer, wanted: string[]): Map<string, string | nu
       const n = readCount();
       if (itemType === 8) for (let j = 0; j < n; j++) readString();
       else if (scalarSize[itemType] !== undefined) at += n * scalarSize[itemType]!;
-      else return found;
+      else return false;
     } else if (scalarSize[type] !== undefined) {
-      if (wanted.includes(key) && (type === 4 || type === 5)) found.set(key, type === 4 ? buf.readUInt32LE(at) : buf.readInt32LE(at));
+      if (wanted.includes(key) && (type === 4 || type === 5)) {
+        found.set(key, type === 4 ? buf.readUInt32LE(at) : buf.readInt32LE(at));
+      }
       at += scalarSize[type]!;
     } else {
-      return found;
+      return false;
     }
-    if (at > buf.length) return found;
+    return at <= buf.length;
+  };
+  try {
+    readCount(); // tensor count
+    const kvCount = readCount();
+    for (let i = 0; i < kvCount && found.size < wanted.length; i++) if (!readPair()) break;
+  } catch {
+    // Ran past the prefix (RangeError from a read): keep what was found.
   }
   return found;
 }

@@ -1,0 +1,81 @@
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { it } from "node:test";
+import { fileURLToPath } from "node:url";
+
+// dist/test/package.test.js -> the package folder and the repository root.
+const pkgDir = fileURLToPath(new URL("../../", import.meta.url));
+const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
+
+function importKeys(specifier: string): string[] {
+  const out = execFileSync(
+    process.execPath,
+    ["--input-type=module", "-e", `import(${JSON.stringify(specifier)}).then((m) => console.log(JSON.stringify(Object.keys(m))))`],
+    { cwd: repoRoot, encoding: "utf8" },
+  );
+  return JSON.parse(out) as string[];
+}
+
+it("@infer/core resolves from the repository root and exports the API", () => {
+  const keys = importKeys("@infer/core");
+  for (const name of [
+    "InferenceError",
+    "isInferenceError",
+    "ERROR_CODES",
+    "BaseTextModel",
+    "SequenceStopper",
+    "register",
+    "unregister",
+    "getBackend",
+    "listBackends",
+    "defaultBackend",
+    "loadModel",
+    "loadTrainable",
+    "capabilitiesOf",
+    "supportedCapabilities",
+    "ProbeBus",
+    "summarizeLogits",
+    "validateGenerateOptions",
+    "resolveGenerateOptions",
+    "DEFAULT_GENERATE_OPTIONS",
+    "makeMetrics",
+    "isTokenizerModel",
+  ]) {
+    assert.ok(keys.includes(name), `@infer/core does not export ${name}`);
+  }
+});
+
+it("@infer/core/node and @infer/core/testing resolve too", () => {
+  const node = importKeys("@infer/core/node");
+  for (const name of ["discover", "discoverModels", "detectFormat", "nodeHost", "isGgufFile", "isHfFolder"]) {
+    assert.ok(node.includes(name), `@infer/core/node does not export ${name}`);
+  }
+  assert.ok(importKeys("@infer/core/testing").includes("runConformanceSuite"));
+});
+
+it("core has no runtime dependencies", () => {
+  const manifest = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8")) as Record<string, unknown>;
+  assert.equal(manifest.dependencies, undefined);
+  assert.equal(manifest.peerDependencies, undefined);
+});
+
+it("the portable core (all of src except node/ and testing/) imports nothing from node:", () => {
+  const srcDir = join(pkgDir, "src");
+  const offenders: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      const rel = relative(srcDir, path);
+      if (entry.isDirectory()) {
+        if (rel !== "node" && rel !== "testing") walk(path);
+      } else if (entry.name.endsWith(".ts")) {
+        const source = readFileSync(path, "utf8");
+        if (/(?:from\s+|import\s*\(\s*|require\s*\(\s*)["']node:/.test(source)) offenders.push(rel);
+      }
+    }
+  };
+  walk(srcDir);
+  assert.deepEqual(offenders, []);
+});

@@ -1,0 +1,14 @@
+// Test helpers: small random models of every architecture, in GGUF and Hugging Face layouts.
+export {
+  permuteForNormalRope,
+  randomModelDims,
+  randomTensors,
+  writeRandomGguf,
+  writeRandomHf,
+  type RandomArchitecture,
+  type RandomGgufSpec,
+  type RandomHfSpec,
+  type RandomModelDims,
+  type RandomModelSpec,
+} from "./random-models.js";
+export { byteToUnicode, byteVocab, byteVocabTokenizerJson, type ByteVocab } from "./byte-vocab.js";

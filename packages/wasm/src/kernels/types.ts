@@ -44,6 +44,19 @@ export interface Kernels {
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void;
   /** Causal attention over the KV cache; the engine uses the reference attention when absent. */
   attention?: AttentionKernel;
+  /**
+   * Memory the kernels read in place (the WebAssembly kernels' shared memory).
+   * A loader that copies each weight into a view from here once, at load time,
+   * spares the kernels a copy of their own; x and out views from here skip
+   * per-call staging. The view is zero-filled, starts `align`-byte aligned (a
+   * power of two, default 64) and stays valid until `release` or `dispose`.
+   * Weights are read as immutable: bytes changed after their first matmul may
+   * not be seen when they live outside this memory. Absent on kernels that read
+   * any memory directly (the reference kernels).
+   */
+  allocate?(byteLength: number, align?: number): Uint8Array;
+  /** Hands a view returned by `allocate` back for reuse. */
+  release?(view: Uint8Array): void;
   /** Frees workers or memory the kernels hold. */
   dispose?(): Promise<void> | void;
 }

@@ -1,0 +1,1 @@
+export { createWasmKernels, type WasmKernelOptions } from "./kernels.js";

@@ -1,0 +1,112 @@
+/**
+ * How the main thread hands one kernel call to the worker threads: a small
+ * control block of int32s inside the shared memory. The main thread writes the
+ * job, bumps GENERATION and notifies; every thread (the main one is thread 0)
+ * taking part
+ * runs its share of the rows; workers count PENDING down and the last one
+ * notifies the main thread, which waits for PENDING to reach 0. Atomics give
+ * the ordering: writes before an Atomics store are seen by a thread whose
+ * Atomics load observes it.
+ */
+import type { WasmMemory, WasmModule } from "./webassembly.js";
+
+/** The module's exports (assembly/index.ts); addresses are byte offsets into the shared memory. */
+export interface KernelExports {
+  heapBase(): number;
+  rowBytes(type: number, cols: number): number;
+  quantizeActivations(x: number, count: number, cols: number, xq: number, xd: number, xs: number): void;
+  matmul(
+    type: number,
+    out: number,
+    w: number,
+    rows: number,
+    cols: number,
+    x: number,
+    xq: number,
+    xd: number,
+    xs: number,
+    batch: number,
+    rowStart: number,
+    rowEnd: number,
+  ): void;
+}
+
+/** Int32 slots of the control block. */
+export const Slot = {
+  /**
+   * The job ticket: (job counter << 8) | threads taking part (main included).
+   * One word, so a worker reads which job is current and whether it takes part
+   * at once; workers at or past that count sit the job out and read nothing else
+   * (the main thread may already be writing the next job's arguments).
+   */
+  GENERATION: 0,
+  PENDING: 1,
+  QUIT: 2,
+  FAILED: 3,
+  OP: 4,
+  /** First of the job's arguments. */
+  ARGS: 8,
+} as const;
+
+export const CONTROL_INTS = 32;
+export const CONTROL_BYTES = CONTROL_INTS * 4;
+
+export const Op = {
+  /** args: type, out, w, rows, cols, x, xq, xd, xs, batch — rows split across threads. */
+  MATMUL: 1,
+} as const;
+
+/** What a worker receives as workerData. */
+export interface WorkerSetup {
+  module: WasmModule;
+  memory: WasmMemory;
+  controlAddress: number;
+  threadIndex: number;
+}
+
+/** Polls before sleeping: calls come every few microseconds during a forward pass, and waking a sleeper costs more. */
+export const SPIN_LIMIT = 2000;
+
+/** Thread `index` of `threads` runs rows [start, end) of `rows`: contiguous, as even as can be. */
+export function shareOf(rows: number, index: number, threads: number): [number, number] {
+  return [Math.floor((rows * index) / threads), Math.floor((rows * (index + 1)) / threads)];
+}
+
+export const MAX_THREADS = 255;
+
+export function ticketThreads(ticket: number): number {
+  return ticket & 0xff;
+}
+
+export function nextTicket(ticket: number, threads: number): number {
+  return ((((ticket >>> 8) + 1) & 0xffffff) << 8) | threads;
+}
+
+/** Runs thread `index`'s share (of `threads`) of the job in the control block. */
+export function runShare(exports: KernelExports, control: Int32Array, index: number, threads: number): void {
+  const a = Slot.ARGS;
+  switch (control[Slot.OP]) {
+    case Op.MATMUL: {
+      const rows = control[a + 3]!;
+      const [start, end] = shareOf(rows, index, threads);
+      if (start === end) return;
+      exports.matmul(
+        control[a]!,
+        control[a + 1]! >>> 0,
+        control[a + 2]! >>> 0,
+        rows,
+        control[a + 4]!,
+        control[a + 5]! >>> 0,
+        control[a + 6]! >>> 0,
+        control[a + 7]! >>> 0,
+        control[a + 8]! >>> 0,
+        control[a + 9]!,
+        start,
+        end,
+      );
+      return;
+    }
+    default:
+      throw new Error(`unknown kernel op ${control[Slot.OP]}`);
+  }
+}

@@ -1,2 +1,4 @@
 #!/usr/bin/env node
-export {};
+import { main } from "./main.js";
+
+process.exitCode = await main(process.argv.slice(2));

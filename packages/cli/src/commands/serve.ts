@@ -1,0 +1,69 @@
+import { basename } from "node:path";
+import type { TextModel } from "@infer/core";
+import { createServer } from "@infer/server";
+import { type Command, numberFlag, stringFlag, usageError } from "../command.js";
+import { LOAD_FLAGS, loadOptionsOf, openModel } from "../models.js";
+
+/** The name clients use: `name=spec` names it explicitly, else the alias, repo or file stem. */
+export function servedName(arg: string): { name: string; spec: string } {
+  const eq = arg.indexOf("=");
+  if (eq > 0 && !arg.slice(0, eq).includes("/") && !arg.startsWith("hf:")) return { name: arg.slice(0, eq), spec: arg.slice(eq + 1) };
+  if (arg.startsWith("hf:")) return { name: arg.slice(3), spec: arg };
+  if (arg.includes("/") || arg.includes("\\") || arg.endsWith(".gguf")) return { name: basename(arg).replace(/\.gguf$/i, ""), spec: arg };
+  return { name: arg, spec: arg };
+}
+
+export const serveCommand: Command = {
+  name: "serve",
+  usage: "<model>... [--host 127.0.0.1] [--port 8080] [--api-key KEY]",
+  summary: "Serves models over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health, /metrics).",
+  details: [
+    "Each model is served under a name: its alias, its repository (hf:org/repo -> org/repo), its file name without .gguf, or NAME=<model>.",
+    "Example: infer serve tiny=./stories260K.gguf --port 8080",
+  ].join("\n"),
+  options: {
+    ...LOAD_FLAGS,
+    host: { type: "string", value: "address", description: "address to listen on (default 127.0.0.1)" },
+    port: { type: "string", short: "p", value: "port", description: "port (default 8080; 0 picks a free one)" },
+    "api-key": { type: "string", value: "key", description: "require Authorization: Bearer <key> (default: INFER_API_KEY if set)" },
+    "max-queue": { type: "string", value: "n", description: "requests that may wait per model before 429 (default 64)" },
+    parallel: { type: "string", value: "n", description: "generations per model at once (default 1)" },
+  },
+  async run(ctx) {
+    if (ctx.positionals.length === 0) throw usageError("missing <model>", "serve");
+    const { io } = ctx;
+    const port = numberFlag(ctx.values, "port", "serve", true) ?? 8080;
+    const host = stringFlag(ctx.values, "host") ?? "127.0.0.1";
+    const models: Record<string, TextModel> = {};
+    try {
+      for (const arg of ctx.positionals) {
+        const { name, spec } = servedName(arg);
+        if (models[name]) throw usageError(`two models would be served as '${name}'; name them with NAME=<model>`, "serve");
+        models[name] = (await openModel(spec, io, loadOptionsOf(ctx, "serve"), ctx.values.verbose === true)).model;
+      }
+      const server = createServer({
+        models,
+        apiKey: stringFlag(ctx.values, "api-key") ?? (io.env.INFER_API_KEY || undefined),
+        maxQueue: numberFlag(ctx.values, "max-queue", "serve", true),
+        parallel: numberFlag(ctx.values, "parallel", "serve", true),
+        log: ctx.values.verbose === true ? (line) => io.stderr.write(`${line}\n`) : undefined,
+      });
+      const address = await server.listen(port, host);
+      io.stderr.write(`infer: serving ${Object.keys(models).join(", ")} at ${address.url}/v1 (Ctrl-C stops)\n`);
+      await new Promise<void>((resolve) => {
+        const stop = () => {
+          io.signals.off("SIGINT", stop);
+          io.signals.off("SIGTERM", stop);
+          resolve();
+        };
+        io.signals.on("SIGINT", stop);
+        io.signals.on("SIGTERM", stop);
+      });
+      io.stderr.write("infer: shutting down\n");
+      await server.close();
+      return 0;
+    } finally {
+      await Promise.all(Object.values(models).map((m) => m.close()));
+    }
+  },
+};

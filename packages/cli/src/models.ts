@@ -1,0 +1,78 @@
+import { type GenerateOptions, loadModel, type LoadOptions, type TextModel } from "@infer/core";
+import { cacheDir, resolveModel } from "@infer/hub";
+import { registerBackends } from "./backends.js";
+import { type CommandContext, listFlag, numberFlag, type OptionSpecs, stringFlag } from "./command.js";
+import type { CliIO } from "./io.js";
+import { ProgressBar } from "./progress.js";
+
+export const LOAD_FLAGS: OptionSpecs = {
+  backend: { type: "string", value: "name", description: "backend to use (wasm, llama_cpp, ...); default: the best available" },
+  context: { type: "string", value: "tokens", description: "context length (KV cache size) in tokens" },
+  threads: { type: "string", value: "n", description: "CPU threads" },
+};
+
+export const SAMPLING_FLAGS: OptionSpecs = {
+  "max-tokens": { type: "string", short: "n", value: "n", description: "most tokens to generate" },
+  temperature: { type: "string", short: "t", value: "x", description: "sampling temperature; 0 = greedy (default 0.8)" },
+  "top-k": { type: "string", value: "k", description: "keep the k most likely tokens; 0 = off (default 40)" },
+  "top-p": { type: "string", value: "p", description: "nucleus sampling threshold (default 0.95)" },
+  "min-p": { type: "string", value: "p", description: "drop tokens below p x the top probability (default 0.05)" },
+  "repeat-penalty": { type: "string", value: "x", description: "penalty for recently seen tokens; 1 = off" },
+  seed: { type: "string", value: "n", description: "random seed for reproducible sampling" },
+  stop: { type: "string", multiple: true, value: "text", description: "stop when this text is generated" },
+};
+
+/** The hub settings of this invocation: its environment's cache, endpoint and token. */
+export function hubOptions(io: CliIO) {
+  return { cacheDir: cacheDir(io.env), endpoint: io.env.HF_ENDPOINT, token: io.env.HF_TOKEN || undefined };
+}
+
+export function loadOptionsOf(ctx: CommandContext, command: string): LoadOptions {
+  return {
+    backend: stringFlag(ctx.values, "backend"),
+    contextLength: numberFlag(ctx.values, "context", command, true),
+    threads: numberFlag(ctx.values, "threads", command, true),
+  };
+}
+
+export function generateOptionsOf(ctx: CommandContext, command: string): GenerateOptions {
+  const stops = listFlag(ctx.values, "stop");
+  return {
+    maxTokens: numberFlag(ctx.values, "max-tokens", command, true),
+    temperature: numberFlag(ctx.values, "temperature", command),
+    topK: numberFlag(ctx.values, "top-k", command, true),
+    topP: numberFlag(ctx.values, "top-p", command),
+    minP: numberFlag(ctx.values, "min-p", command),
+    repeatPenalty: numberFlag(ctx.values, "repeat-penalty", command),
+    seed: numberFlag(ctx.values, "seed", command, true),
+    stopStrings: stops.length ? stops : undefined,
+  };
+}
+
+/** A model argument (path, alias or hf: reference) made local, pulling it with a progress bar when needed. */
+export async function localPath(spec: string, io: CliIO, signal?: AbortSignal): Promise<string> {
+  const bar = new ProgressBar(io.stderr);
+  try {
+    return await resolveModel(spec, { ...hubOptions(io), signal, onProgress: (p) => bar.update(p) });
+  } finally {
+    bar.finish();
+  }
+}
+
+export interface OpenedModel {
+  model: TextModel;
+  path: string;
+  loadMs: number;
+}
+
+/** Resolves, then loads a model with the backends that are installed. */
+export async function openModel(spec: string, io: CliIO, options: LoadOptions, verbose = false): Promise<OpenedModel> {
+  const path = await localPath(spec, io);
+  const problems = await registerBackends();
+  if (verbose) for (const problem of problems) io.stderr.write(`infer: backend not loaded: ${problem}\n`);
+  const started = performance.now();
+  const model = await loadModel(path, options);
+  const loadMs = performance.now() - started;
+  if (verbose) io.stderr.write(`infer: loaded ${path} with backend ${model.backend} in ${loadMs.toFixed(0)} ms\n`);
+  return { model, path, loadMs };
+}

@@ -1,0 +1,3 @@
+import { describeReferenceModel } from "./reference-compare.js";
+
+describeReferenceModel({ name: "gemma3", ggufModel: "llama" });

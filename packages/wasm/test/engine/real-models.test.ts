@@ -1,0 +1,88 @@
+/**
+ * Greedy decoding of the two real tiny models against their published
+ * outputs: stories260K (GGUF, interleaved RoPE) and TinyStories-656K
+ * (Hugging Face safetensors, rotate_half RoPE, tied embeddings stored once).
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { loadTransformer, type Transformer } from "../../src/engine/transformer.js";
+import type { KVCache } from "../../src/engine/cache.js";
+import { GgufValueType } from "../../src/formats/gguf-values.js";
+import { argmax, SHARED_MODELS, skipWithoutSharedModels } from "./helpers.js";
+
+const skip = skipWithoutSharedModels();
+
+/** Feeds `prompt` in one batch, then greedily extends it by `count` tokens, one forward per token. */
+function greedy(transformer: Transformer, cache: KVCache, prompt: number[], count: number): number[] {
+  let logits = transformer.forward(
+    {
+      tokens: Int32Array.from(prompt),
+      positions: Int32Array.from(prompt, (_, i) => i),
+      seqIds: new Int32Array(prompt.length),
+      logitRows: Int32Array.of(prompt.length - 1),
+    },
+    cache,
+  );
+  const generated: number[] = [];
+  for (let position = prompt.length; generated.length < count; position++) {
+    const next = argmax(logits);
+    generated.push(next);
+    if (generated.length === count) break;
+    logits = transformer.forward(
+      { tokens: Int32Array.of(next), positions: Int32Array.of(position), seqIds: Int32Array.of(0), logitRows: Int32Array.of(0) },
+      cache,
+    );
+  }
+  return generated;
+}
+
+/** SentencePiece-style decoding from the GGUF vocabulary: ▁ is a space, <0xNN> is a byte. */
+function decodeWithGgufVocab(tokens: string[], ids: number[]): string {
+  const bytes: number[] = [];
+  const encoder = new TextEncoder();
+  for (const id of ids) {
+    const piece = tokens[id]!;
+    const byte = /^<0x([0-9A-Fa-f]{2})>$/.exec(piece);
+    if (byte) bytes.push(parseInt(byte[1]!, 16));
+    else bytes.push(...encoder.encode(piece.replaceAll("▁", " ")));
+  }
+  return new TextDecoder().decode(Uint8Array.from(bytes));
+}
+
+test("stories260K.gguf: greedy 200 tokens from BOS equal llama2.c's published text", { skip }, async () => {
+  const folder = join(SHARED_MODELS, "stories260K");
+  const { transformer, format, quantBits, quantGroup, metadata } = await loadTransformer(join(folder, "stories260K.gguf"));
+  assert.equal(format, "gguf");
+  assert.equal(quantBits, 32);
+  assert.equal(quantGroup, 0);
+  assert.equal(transformer.config.ropeMode, "normal");
+  assert.equal(metadata.format, "gguf");
+  const vocabEntry = metadata.format === "gguf" ? metadata.gguf.metadata.get("tokenizer.ggml.tokens") : undefined;
+  assert.ok(vocabEntry?.type === GgufValueType.ARRAY);
+  const vocab = vocabEntry.value as string[];
+
+  const ids = greedy(transformer, transformer.createCache(1, 256), [1], 200);
+  // The first piece carries SentencePiece's leading space, which decoders drop.
+  const text = decodeWithGgufVocab(vocab, ids).replace(/^ /, "");
+  const expected = (await readFile(join(folder, "expected-greedy-200.txt"), "utf8")).replace(/\n$/, "");
+  assert.equal(text, expected);
+});
+
+test("tinystories-656k (HF folder): greedy 100 ids after the prompt equal the expected ids", { skip }, async () => {
+  const folder = join(SHARED_MODELS, "tinystories-656k");
+  const { transformer, format, metadata } = await loadTransformer(folder);
+  assert.equal(format, "safetensors");
+  assert.equal(metadata.format, "safetensors");
+  assert.equal(transformer.config.ropeMode, "neox");
+  assert.equal(transformer.config.tiedEmbeddings, true);
+  // Tied embeddings count once: 656K parameters as the model's name says.
+  assert.equal(transformer.parameterCount, 656_000);
+  const expected = JSON.parse(await readFile(join(folder, "expected-greedy-100.json"), "utf8")) as {
+    prompt_ids: number[];
+    greedy_ids: number[];
+  };
+  const ids = greedy(transformer, transformer.createCache(1, 128), expected.prompt_ids, 100);
+  assert.deepEqual(ids, expected.greedy_ids);
+});

@@ -1,0 +1,123 @@
+// Shared pieces of the kernel tests: seeded random data, ggml-encoded random
+// matrices, and the error bounds the WebAssembly kernels are held to.
+import assert from "node:assert/strict";
+import { isInferenceError, type ErrorCode } from "@infer/core";
+import { dequantize, quantize } from "../../src/formats/index.js";
+import { GgmlType, type WeightMatrix } from "../../src/kernels/types.js";
+
+/** Deterministic pseudo-random numbers in [0, 1) (mulberry32). */
+export function random(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A [rows, cols] matrix of `type` from random values whose scale varies by row, as ggml would store it. */
+export function randomMatrix(type: GgmlType, rows: number, cols: number, next: () => number): WeightMatrix {
+  const values = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) {
+    const scale = 0.05 + next() * 2;
+    for (let c = 0; c < cols; c++) values[r * cols + c] = (next() * 2 - 1) * scale;
+  }
+  return { type, rows, cols, data: quantize(type, values) };
+}
+
+/** Random activations in [-2, 2) with a few outliers, like hidden states. */
+export function randomActivations(count: number, next: () => number): Float32Array {
+  const x = new Float32Array(count);
+  for (let i = 0; i < count; i++) x[i] = (next() * 2 - 1) * (next() < 0.02 ? 20 : 2);
+  return x;
+}
+
+/**
+ * Activations the kernels' int8 activation quantization (blocks of 32, scale
+ * amax / 127) represents exactly: each block is q * 2^k for integers |q| <= 127
+ * with one |q| = 127, so quantizing them loses nothing and any difference from
+ * the reference is the kernel's own arithmetic.
+ */
+export function exactlyQuantizableActivations(count: number, next: () => number): Float32Array {
+  const x = new Float32Array(count);
+  for (let block = 0; block < count; block += 32) {
+    const step = 2 ** (Math.floor(next() * 11) - 8);
+    for (let i = 0; i < 32; i++) x[block + i] = (Math.floor(next() * 255) - 127) * step;
+    x[block + Math.floor(next() * 32)] = (next() < 0.5 ? -127 : 127) * step;
+  }
+  return x;
+}
+
+/**
+ * Row r's weights split as w = scaled - offset: `scaled` is the part multiplied
+ * by quantized activations (d * sc * q), `offset` the per-block minimum Q4_K
+ * subtracts (multiplied by exact float sums of x). Only Q4_K has an offset;
+ * zeroing each block's dmin (bytes 2..3 of its 144) leaves the scaled part.
+ */
+export function weightParts(w: WeightMatrix): { weights: Float32Array; scaled: Float32Array } {
+  const weights = dequantize(w.type, w.data, w.rows * w.cols);
+  if (w.type !== GgmlType.Q4_K) return { weights, scaled: weights };
+  const withoutMin = w.data.slice();
+  for (let at = 0; at < withoutMin.length; at += 144) withoutMin[at + 2] = withoutMin[at + 3] = 0;
+  return { weights, scaled: dequantize(w.type, withoutMin, w.rows * w.cols) };
+}
+
+const F32_EPSILON = 2 ** -23;
+
+/**
+ * Per output, how far the WebAssembly kernel may be from the float64 reference.
+ *
+ * Arithmetic: the kernels add in float32, in at most cols / 8 + 16 roundings per
+ * lane (products, block scales, partial sums), each at most 2^-24 of the running
+ * magnitude, bounded by sum_c |term_c| where a term is scaled_c * x_c plus, for
+ * Q4_K, the minimum's offset_c * x_c: (cols / 8 + 16) * 2^-23 * that sum.
+ *
+ * Activation quantization (quantized types only): each x is rounded to the
+ * nearest multiple of its block's step amax / 127, an error of at most
+ * amax / 254, which the scaled weight multiplies: sum_c |scaled_c| * amax_c / 254.
+ * Float types read x as is and get no such term.
+ */
+export function errorBounds(w: WeightMatrix, x: Float32Array, batch: number, quantizedActivations: boolean): Float64Array {
+  const { rows, cols } = w;
+  const { weights, scaled } = weightParts(w);
+  const bounds = new Float64Array(batch * rows);
+  const roundings = (cols / 8 + 16) * F32_EPSILON;
+  const blockMax = new Float64Array(cols / 32); // [cols / 32]: amax of each activation block
+  for (let b = 0; b < batch; b++) {
+    const xBase = b * cols;
+    for (let c = 0; quantizedActivations && c < cols; c++) {
+      const block = Math.floor(c / 32);
+      blockMax[block] = Math.max(c % 32 === 0 ? 0 : blockMax[block]!, Math.abs(x[xBase + c]!));
+    }
+    for (let r = 0; r < rows; r++) {
+      const wBase = r * cols;
+      let magnitude = 0;
+      let activationError = 0;
+      for (let c = 0; c < cols; c++) {
+        const xc = Math.abs(x[xBase + c]!);
+        const s = scaled[wBase + c]!;
+        magnitude += (Math.abs(s) + Math.abs(s - weights[wBase + c]!)) * xc;
+        if (quantizedActivations) activationError += (Math.abs(s) * blockMax[Math.floor(c / 32)]!) / 254;
+      }
+      bounds[b * rows + r] = roundings * magnitude + activationError * (1 + 1e-6) + 1e-30;
+    }
+  }
+  return bounds;
+}
+
+export function assertWithin(actual: Float32Array, expected: Float32Array, bounds: Float64Array, what: string): void {
+  for (let i = 0; i < bounds.length; i++) {
+    const error = Math.abs(actual[i]! - expected[i]!);
+    if (!(error <= bounds[i]!)) {
+      assert.fail(`${what}: out[${i}] = ${actual[i]}, reference ${expected[i]}, error ${error} > bound ${bounds[i]}`);
+    }
+  }
+}
+
+export function assertInferenceError(fn: () => unknown, code: ErrorCode, pattern?: RegExp): void {
+  assert.throws(fn, (error: unknown) => {
+    assert.ok(isInferenceError(error, code), `expected InferenceError ${code}, got ${String(error)}`);
+    if (pattern) assert.match((error as Error).message, pattern);
+    return true;
+  });
+}

@@ -1,0 +1,111 @@
+// The WebAssembly SIMD kernels against the plain TypeScript reference kernel:
+// every weight type, odd row counts, batch 1, 3 and 7, 1 to 4 threads, with
+// the per-output error bounds of helpers.ts (float32 arithmetic; plus, for
+// quantized weights, int8 activation quantization).
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { referenceMatmul } from "../../src/kernels/reference.js";
+import { GgmlType, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
+import { createWasmKernels } from "../../src/kernels/wasm/index.js";
+import {
+  assertWithin,
+  errorBounds,
+  exactlyQuantizableActivations,
+  random,
+  randomActivations,
+  randomMatrix,
+} from "./helpers.js";
+
+interface Case {
+  type: GgmlType;
+  /** Column counts to try: multiples of the block size (any count for float types). */
+  cols: number[];
+  quantizedActivations: boolean;
+}
+
+const CASES: Case[] = [
+  { type: GgmlType.Q8_0, cols: [32, 96], quantizedActivations: true },
+  { type: GgmlType.Q4_0, cols: [32, 160], quantizedActivations: true },
+  { type: GgmlType.Q4_K, cols: [256, 512], quantizedActivations: true },
+  { type: GgmlType.Q6_K, cols: [256, 512], quantizedActivations: true },
+  { type: GgmlType.F32, cols: [37, 64], quantizedActivations: false },
+  { type: GgmlType.F16, cols: [5, 72], quantizedActivations: false },
+  { type: GgmlType.BF16, cols: [13, 64], quantizedActivations: false },
+];
+const ROWS = [1, 5, 13];
+const BATCHES = [1, 3, 7];
+
+function reference(w: WeightMatrix, x: Float32Array, batch: number): Float32Array {
+  const out = new Float32Array(batch * w.rows);
+  referenceMatmul(out, w, x, batch);
+  return out;
+}
+
+for (const threads of [1, 2, 3, 4]) {
+  describe(`wasm matmul, ${threads} thread${threads > 1 ? "s" : ""}`, () => {
+    let kernels: Kernels;
+    // minBytesPerThread 0: every call uses every thread, however small.
+    before(async () => (kernels = await createWasmKernels({ threads, minBytesPerThread: 0 })));
+    after(() => kernels.dispose?.());
+
+    for (const { type, cols: colCounts, quantizedActivations } of CASES) {
+      it(`${GgmlType[type]}: matches the reference within its error bound`, () => {
+        const next = random(1000 * threads + type);
+        for (const cols of colCounts) {
+          for (const rows of ROWS) {
+            const w = randomMatrix(type, rows, cols, next);
+            for (const batch of BATCHES) {
+              const shape = `${GgmlType[type]} [${rows}, ${cols}] batch ${batch}`;
+              // Activations the int8 quantization keeps exactly: only arithmetic error remains.
+              if (quantizedActivations) {
+                const exact = exactlyQuantizableActivations(batch * cols, next);
+                const out = new Float32Array(batch * rows);
+                kernels.matmul(out, w, exact, batch);
+                assertWithin(out, reference(w, exact, batch), errorBounds(w, exact, batch, false), `${shape}, exact activations`);
+              }
+              const x = randomActivations(batch * cols, next);
+              const out = new Float32Array(batch * rows).fill(NaN);
+              kernels.matmul(out, w, x, batch);
+              assertWithin(out, reference(w, x, batch), errorBounds(w, x, batch, quantizedActivations), shape);
+            }
+          }
+        }
+      });
+    }
+  });
+}
+
+describe("wasm matmul: types read by the reference kernel", () => {
+  let kernels: Kernels;
+  before(async () => (kernels = await createWasmKernels({ threads: 2 })));
+  after(() => kernels.dispose?.());
+
+  for (const type of [GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q5_K]) {
+    it(`${GgmlType[type]} gives the reference result`, () => {
+      const next = random(type);
+      const w = randomMatrix(type, 3, 256, next);
+      const x = randomActivations(2 * 256, next);
+      const out = new Float32Array(2 * 3);
+      kernels.matmul(out, w, x, 2);
+      assert.deepEqual(out, reference(w, x, 2));
+    });
+  }
+});
+
+describe("wasm matmul: default thread split on a larger matrix", () => {
+  it("Q8_0 [192, 512] with default options", async () => {
+    const kernels = await createWasmKernels();
+    try {
+      const next = random(77);
+      const w = randomMatrix(GgmlType.Q8_0, 192, 512, next);
+      for (const batch of [1, 4]) {
+        const x = randomActivations(batch * 512, next);
+        const out = new Float32Array(batch * 192);
+        kernels.matmul(out, w, x, batch);
+        assertWithin(out, reference(w, x, batch), errorBounds(w, x, batch, true), `batch ${batch}`);
+      }
+    } finally {
+      await kernels.dispose?.();
+    }
+  });
+});

@@ -1,4 +1,4 @@
-import { type GenerateOptions, loadModel, type LoadOptions, type TextModel } from "@infer/core";
+import { type GenerateOptions, listBackends, loadModel, type LoadOptions, type TextModel } from "@infer/core";
 import { cacheDir, resolveModel } from "@infer/hub";
 import { registerBackends } from "./backends.js";
 import { type CommandContext, listFlag, numberFlag, type OptionSpecs, stringFlag } from "./command.js";
@@ -68,7 +68,9 @@ export interface OpenedModel {
 /** Resolves, then loads a model with the backends that are installed. */
 export async function openModel(spec: string, io: CliIO, options: LoadOptions, verbose = false): Promise<OpenedModel> {
   const path = await localPath(spec, io);
-  const problems = await registerBackends();
+  // A pinned backend that is already registered needs no engine packages imported.
+  const pinned = options.backend !== undefined && listBackends().includes(options.backend);
+  const problems = pinned ? [] : await registerBackends();
   if (verbose) for (const problem of problems) io.stderr.write(`infer: backend not loaded: ${problem}\n`);
   const started = performance.now();
   const model = await loadModel(path, options);

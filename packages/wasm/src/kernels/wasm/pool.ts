@@ -48,7 +48,8 @@ export class WorkerPool {
     const ready: Promise<void>[] = [];
     for (let threadIndex = 1; threadIndex < threads; threadIndex++) {
       const setup: WorkerSetup = { module, memory, controlAddress, threadIndex };
-      const worker = new Worker(new URL("./worker.js", import.meta.url), { workerData: setup });
+      // No inherited node flags: the worker needs none, and some (--input-type, --eval) make it fail to start.
+      const worker = new Worker(new URL("./worker.js", import.meta.url), { workerData: setup, execArgv: [] });
       worker.unref();
       pool.workers.push(worker);
       ready.push(

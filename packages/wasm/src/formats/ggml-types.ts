@@ -112,12 +112,11 @@ export function dequantizeRow(
         `and room at ${outOffset} (have ${out.length})`,
     );
   }
-  const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
   const decodeBlocks = DECODERS.get(type);
   if (!decodeBlocks) {
     throw new InferenceError("UNSUPPORTED_DTYPE", `no dequantizer for ggml type ${typeName(type)}`, { details: { type } });
   }
-  decodeBlocks(view, srcOffset, count, out, outOffset);
+  decodeBlocks(src, srcOffset, count, out, outOffset);
 }
 
 /** Decodes a whole buffer of `count` elements. */
@@ -127,10 +126,19 @@ export function dequantize(type: GgmlType, bytes: Uint8Array, count: number): Fl
   return out;
 }
 
-type BlockDecoder = (view: DataView, offset: number, count: number, out: Float32Array, outOffset: number) => void;
+type BlockDecoder = (src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number) => void;
 
-function half(view: DataView, offset: number): number {
-  return f16Table65536()[view.getUint16(offset, true)]!;
+// The decoders index bytes directly (no DataView): they run once per weight row.
+function half(src: Uint8Array, at: number): number {
+  return f16Table65536()[src[at]! | (src[at + 1]! << 8)]!;
+}
+
+function int8(byte: number): number {
+  return (byte << 24) >> 24;
+}
+
+function uint32(src: Uint8Array, at: number): number {
+  return (src[at]! | (src[at + 1]! << 8) | (src[at + 2]! << 16) | (src[at + 3]! << 24)) >>> 0;
 }
 
 const fround = Math.fround;
@@ -149,26 +157,27 @@ const DECODERS: ReadonlyMap<GgmlType, BlockDecoder> = new Map<GgmlType, BlockDec
   [GgmlType.Q6_K, decodeQ6_K],
 ]);
 
-function decodeF32(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+function decodeF32(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  const view = new DataView(src.buffer, src.byteOffset, src.byteLength);
   for (let i = 0; i < count; i++) out[outOffset + i] = view.getFloat32(offset + 4 * i, true);
 }
 
-function decodeF16(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
-  for (let i = 0; i < count; i++) out[outOffset + i] = half(view, offset + 2 * i);
+function decodeF16(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let i = 0; i < count; i++) out[outOffset + i] = half(src, offset + 2 * i);
 }
 
-function decodeBf16(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
-  for (let i = 0; i < count; i++) out[outOffset + i] = bf16ToF32(view.getUint16(offset + 2 * i, true));
+function decodeBf16(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
+  for (let i = 0; i < count; i++) out[outOffset + i] = bf16ToF32(src[offset + 2 * i]! | (src[offset + 2 * i + 1]! << 8));
 }
 
 // Q4_0: y[j] = d * (lo4(qs[j]) - 8), y[j + 16] = d * (hi4(qs[j]) - 8).
-function decodeQ4_0(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+function decodeQ4_0(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
   for (let block = 0; block < count / 32; block++) {
     const at = offset + block * 18;
-    const d = half(view, at);
+    const d = half(src, at);
     const y = outOffset + block * 32;
     for (let j = 0; j < 16; j++) {
-      const q = view.getUint8(at + 2 + j);
+      const q = src[at + 2 + j]!;
       out[y + j] = ((q & 0x0f) - 8) * d;
       out[y + j + 16] = ((q >> 4) - 8) * d;
     }
@@ -176,14 +185,14 @@ function decodeQ4_0(view: DataView, offset: number, count: number, out: Float32A
 }
 
 // Q4_1: y = d * q + m with q unsigned 4-bit.
-function decodeQ4_1(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+function decodeQ4_1(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
   for (let block = 0; block < count / 32; block++) {
     const at = offset + block * 20;
-    const d = half(view, at);
-    const m = half(view, at + 2);
+    const d = half(src, at);
+    const m = half(src, at + 2);
     const y = outOffset + block * 32;
     for (let j = 0; j < 16; j++) {
-      const q = view.getUint8(at + 4 + j);
+      const q = src[at + 4 + j]!;
       out[y + j] = fround((q & 0x0f) * d) + m;
       out[y + j + 16] = fround((q >> 4) * d) + m;
     }
@@ -191,14 +200,14 @@ function decodeQ4_1(view: DataView, offset: number, count: number, out: Float32A
 }
 
 // Q5_0: the fifth bit of element j is bit j of the 32-bit qh; y = d * (q5 - 16).
-function decodeQ5_0(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+function decodeQ5_0(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
   for (let block = 0; block < count / 32; block++) {
     const at = offset + block * 22;
-    const d = half(view, at);
-    const qh = view.getUint32(at + 2, true);
+    const d = half(src, at);
+    const qh = uint32(src, at + 2);
     const y = outOffset + block * 32;
     for (let j = 0; j < 16; j++) {
-      const q = view.getUint8(at + 6 + j);
+      const q = src[at + 6 + j]!;
       const low = (q & 0x0f) | (((qh >>> j) & 1) << 4);
       const high = (q >> 4) | (((qh >>> (j + 16)) & 1) << 4);
       out[y + j] = (low - 16) * d;
@@ -208,15 +217,15 @@ function decodeQ5_0(view: DataView, offset: number, count: number, out: Float32A
 }
 
 // Q5_1: as Q5_0 but unsigned with a minimum: y = d * q5 + m.
-function decodeQ5_1(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+function decodeQ5_1(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
   for (let block = 0; block < count / 32; block++) {
     const at = offset + block * 24;
-    const d = half(view, at);
-    const m = half(view, at + 2);
-    const qh = view.getUint32(at + 4, true);
+    const d = half(src, at);
+    const m = half(src, at + 2);
+    const qh = uint32(src, at + 4);
     const y = outOffset + block * 32;
     for (let j = 0; j < 16; j++) {
-      const q = view.getUint8(at + 8 + j);
+      const q = src[at + 8 + j]!;
       const low = (q & 0x0f) | (((qh >>> j) & 1) << 4);
       const high = (q >> 4) | (((qh >>> (j + 16)) & 1) << 4);
       out[y + j] = fround(low * d) + m;
@@ -225,12 +234,12 @@ function decodeQ5_1(view: DataView, offset: number, count: number, out: Float32A
   }
 }
 
-function decodeQ8_0(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+function decodeQ8_0(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
   for (let block = 0; block < count / 32; block++) {
     const at = offset + block * 34;
-    const d = half(view, at);
+    const d = half(src, at);
     const y = outOffset + block * 32;
-    for (let j = 0; j < 32; j++) out[y + j] = view.getInt8(at + 2 + j) * d;
+    for (let j = 0; j < 32; j++) out[y + j] = int8(src[at + 2 + j]!) * d;
   }
 }
 
@@ -240,32 +249,33 @@ function decodeQ8_0(view: DataView, offset: number, count: number, out: Float32A
  * 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 put their low 4 bits in the
  * nibbles of bytes 8-11 and their top 2 bits in the spare top bits of bytes 0-7.
  */
-export function scaleMinK4(view: DataView, scalesAt: number, j: number): { scale: number; min: number } {
-  const q = (i: number) => view.getUint8(scalesAt + i);
-  if (j < 4) return { scale: q(j) & 63, min: q(j + 4) & 63 };
-  return {
-    scale: (q(j + 4) & 0x0f) | ((q(j - 4) >> 6) << 4),
-    min: (q(j + 4) >> 4) | ((q(j) >> 6) << 4),
-  };
+export function scaleMinK4(src: Uint8Array, scalesAt: number, j: number): { scale: number; min: number } {
+  return { scale: scaleK4(src, scalesAt, j), min: minK4(src, scalesAt, j) };
+}
+
+function scaleK4(src: Uint8Array, at: number, j: number): number {
+  return j < 4 ? src[at + j]! & 63 : (src[at + j + 4]! & 0x0f) | ((src[at + j - 4]! >> 6) << 4);
+}
+
+function minK4(src: Uint8Array, at: number, j: number): number {
+  return j < 4 ? src[at + j + 4]! & 63 : (src[at + j + 4]! >> 4) | ((src[at + j]! >> 6) << 4);
 }
 
 // Q4_K: 8 sub-blocks of 32; sub-block pairs share 32 bytes of qs (low nibbles, then high).
-function decodeQ4_K(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+function decodeQ4_K(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
   for (let block = 0; block < count / QK_K; block++) {
     const at = offset + block * 144;
-    const d = half(view, at);
-    const dmin = half(view, at + 2);
+    const d = half(src, at);
+    const dmin = half(src, at + 2);
     const qs = at + 16;
     let y = outOffset + block * QK_K;
     for (let pair = 0; pair < 4; pair++) {
-      const first = scaleMinK4(view, at + 4, 2 * pair);
-      const second = scaleMinK4(view, at + 4, 2 * pair + 1);
-      const d1 = fround(d * first.scale);
-      const m1 = fround(dmin * first.min);
-      const d2 = fround(d * second.scale);
-      const m2 = fround(dmin * second.min);
+      const d1 = fround(d * scaleK4(src, at + 4, 2 * pair));
+      const m1 = fround(dmin * minK4(src, at + 4, 2 * pair));
+      const d2 = fround(d * scaleK4(src, at + 4, 2 * pair + 1));
+      const m2 = fround(dmin * minK4(src, at + 4, 2 * pair + 1));
       for (let l = 0; l < 32; l++) {
-        const q = view.getUint8(qs + 32 * pair + l);
+        const q = src[qs + 32 * pair + l]!;
         out[y + l] = fround(d1 * (q & 0x0f)) - m1;
         out[y + 32 + l] = fround(d2 * (q >> 4)) - m2;
       }
@@ -275,24 +285,22 @@ function decodeQ4_K(view: DataView, offset: number, count: number, out: Float32A
 }
 
 // Q5_K: Q4_K plus a fifth bit per element; sub-block s takes bit s of qh[l].
-function decodeQ5_K(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+function decodeQ5_K(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
   for (let block = 0; block < count / QK_K; block++) {
     const at = offset + block * 176;
-    const d = half(view, at);
-    const dmin = half(view, at + 2);
+    const d = half(src, at);
+    const dmin = half(src, at + 2);
     const qh = at + 16;
     const qs = at + 48;
     let y = outOffset + block * QK_K;
     for (let pair = 0; pair < 4; pair++) {
-      const first = scaleMinK4(view, at + 4, 2 * pair);
-      const second = scaleMinK4(view, at + 4, 2 * pair + 1);
-      const d1 = fround(d * first.scale);
-      const m1 = fround(dmin * first.min);
-      const d2 = fround(d * second.scale);
-      const m2 = fround(dmin * second.min);
+      const d1 = fround(d * scaleK4(src, at + 4, 2 * pair));
+      const m1 = fround(dmin * minK4(src, at + 4, 2 * pair));
+      const d2 = fround(d * scaleK4(src, at + 4, 2 * pair + 1));
+      const m2 = fround(dmin * minK4(src, at + 4, 2 * pair + 1));
       for (let l = 0; l < 32; l++) {
-        const q = view.getUint8(qs + 32 * pair + l);
-        const h = view.getUint8(qh + l);
+        const q = src[qs + 32 * pair + l]!;
+        const h = src[qh + l]!;
         const low = (q & 0x0f) | (((h >> (2 * pair)) & 1) << 4);
         const high = (q >> 4) | (((h >> (2 * pair + 1)) & 1) << 4);
         out[y + l] = fround(d1 * low) - m1;
@@ -305,10 +313,10 @@ function decodeQ5_K(view: DataView, offset: number, count: number, out: Float32A
 
 // Q6_K: 16 sub-blocks of 16 with int8 scales. Each half of 128 elements uses
 // 64 bytes of ql (low nibbles) and 32 of qh (2 bits per element, 4 elements per byte).
-function decodeQ6_K(view: DataView, offset: number, count: number, out: Float32Array, outOffset: number): void {
+function decodeQ6_K(src: Uint8Array, offset: number, count: number, out: Float32Array, outOffset: number): void {
   for (let block = 0; block < count / QK_K; block++) {
     const at = offset + block * 210;
-    const d = half(view, at + 208);
+    const d = half(src, at + 208);
     for (let part = 0; part < 2; part++) {
       const ql = at + 64 * part;
       const qh = at + 128 + 32 * part;
@@ -316,17 +324,17 @@ function decodeQ6_K(view: DataView, offset: number, count: number, out: Float32A
       const y = outOffset + block * QK_K + 128 * part;
       for (let l = 0; l < 32; l++) {
         const is = l >> 4;
-        const lowA = view.getUint8(ql + l);
-        const lowB = view.getUint8(ql + l + 32);
-        const h = view.getUint8(qh + l);
+        const lowA = src[ql + l]!;
+        const lowB = src[ql + l + 32]!;
+        const h = src[qh + l]!;
         const q1 = ((lowA & 0x0f) | ((h & 3) << 4)) - 32;
         const q2 = ((lowB & 0x0f) | (((h >> 2) & 3) << 4)) - 32;
         const q3 = ((lowA >> 4) | (((h >> 4) & 3) << 4)) - 32;
         const q4 = ((lowB >> 4) | (((h >> 6) & 3) << 4)) - 32;
-        out[y + l] = fround(d * view.getInt8(scales + is)) * q1;
-        out[y + l + 32] = fround(d * view.getInt8(scales + is + 2)) * q2;
-        out[y + l + 64] = fround(d * view.getInt8(scales + is + 4)) * q3;
-        out[y + l + 96] = fround(d * view.getInt8(scales + is + 6)) * q4;
+        out[y + l] = fround(d * int8(src[scales + is]!)) * q1;
+        out[y + l + 32] = fround(d * int8(src[scales + is + 2]!)) * q2;
+        out[y + l + 64] = fround(d * int8(src[scales + is + 4]!)) * q3;
+        out[y + l + 96] = fround(d * int8(src[scales + is + 6]!)) * q4;
       }
     }
   }

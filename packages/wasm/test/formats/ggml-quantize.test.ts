@@ -175,11 +175,12 @@ describe("quantize -> dequantize error bounds", () => {
       const y = dequantize(type, bytes, x.length);
       const blockBytes = type === GgmlType.Q4_K ? 144 : 176;
       for (let b = 0; b < x.length / 256; b++) {
+        const block = bytes.subarray(b * blockBytes, (b + 1) * blockBytes);
         const view = new DataView(bytes.buffer, b * blockBytes, blockBytes);
         const d = f16ToF32(view.getUint16(0, true));
         const dmin = f16ToF32(view.getUint16(2, true));
         for (let s = 0; s < 8; s++) {
-          const { scale } = scaleMinK4(view, 4, s);
+          const { scale } = scaleMinK4(block, 4, s);
           const step = d * scale;
           const values = x.subarray(b * 256 + s * 32, b * 256 + s * 32 + 32);
           const low = Math.min(0, ...values);

@@ -38,6 +38,6 @@ export {
   readSafetensorsModel,
   toFloat32,
 } from "./safetensors.js";
-export type { SafetensorsFile, SafetensorsModel, SafetensorsTensor } from "./safetensors.js";
+export type { SafetensorsDtype, SafetensorsFile, SafetensorsModel, SafetensorsTensor } from "./safetensors.js";
 export { writeSafetensors, writeSafetensorsFile } from "./safetensors-writer.js";
 export type { SafetensorsTensorSpec } from "./safetensors-writer.js";

@@ -11,8 +11,26 @@ import { InferenceError, isInferenceError } from "@infer/core";
 import { bf16ToF32, f16Table65536 } from "./half.js";
 import { readWholeFile } from "./read-file.js";
 
-/** Bytes per element of each dtype the format defines. */
-export const SAFETENSORS_DTYPE_BYTES: Readonly<Record<string, number>> = {
+/** The dtypes the format defines (fixed-size ones; sub-byte formats are not read). */
+export type SafetensorsDtype =
+  | "BOOL"
+  | "U8"
+  | "I8"
+  | "F8_E5M2"
+  | "F8_E4M3"
+  | "I16"
+  | "U16"
+  | "F16"
+  | "BF16"
+  | "I32"
+  | "U32"
+  | "F32"
+  | "F64"
+  | "I64"
+  | "U64";
+
+/** Bytes per element of each dtype. */
+export const SAFETENSORS_DTYPE_BYTES: Readonly<Record<SafetensorsDtype, number>> = {
   BOOL: 1,
   U8: 1,
   I8: 1,
@@ -36,7 +54,7 @@ export const MAX_SAFETENSORS_HEADER_BYTES = 100_000_000;
 export interface SafetensorsTensor {
   name: string;
   /** As written in the header: "F32", "F16", "BF16", "I32", ... */
-  dtype: string;
+  dtype: SafetensorsDtype;
   /** Row-major, outermost first. */
   shape: number[];
   /** The tensor's bytes: a view into the file's bytes. */
@@ -132,17 +150,17 @@ function readEntry(
   entry: unknown,
   dataLength: number,
   source: string,
-): { dtype: string; shape: number[]; begin: number; end: number } {
+): { dtype: SafetensorsDtype; shape: number[]; begin: number; end: number } {
   const field = `"${name}"`;
   if (!isPlainObject(entry)) throw formatError(source, field, "is not an object");
   const { dtype, shape, data_offsets: offsets } = entry;
   if (typeof dtype !== "string") throw formatError(source, `${field} dtype`, "is missing or not a string");
-  const elementBytes = SAFETENSORS_DTYPE_BYTES[dtype];
-  if (elementBytes === undefined) {
+  if (!Object.hasOwn(SAFETENSORS_DTYPE_BYTES, dtype)) {
     throw new InferenceError("UNSUPPORTED_DTYPE", `${source}: safetensors ${field} dtype: unknown dtype "${dtype}"`, {
       details: { file: source, field: `${name}.dtype`, dtype },
     });
   }
+  const elementBytes = SAFETENSORS_DTYPE_BYTES[dtype as SafetensorsDtype];
   if (!Array.isArray(shape) || !shape.every((size) => Number.isSafeInteger(size) && size >= 0)) {
     throw formatError(source, `${field} shape`, `${JSON.stringify(shape)} is not a list of non-negative integers`);
   }
@@ -161,7 +179,7 @@ function readEntry(
       `${end - begin} bytes do not hold ${dtype} [${shape.join(", ")}] (${elements * elementBytes} bytes)`,
     );
   }
-  return { dtype, shape: shape as number[], begin, end };
+  return { dtype: dtype as SafetensorsDtype, shape: shape as number[], begin, end };
 }
 
 export async function readSafetensors(path: string): Promise<SafetensorsFile> {

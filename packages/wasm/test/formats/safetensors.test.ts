@@ -202,6 +202,8 @@ describe("safetensors validation", () => {
   it("unknown dtypes are UNSUPPORTED_DTYPE naming the tensor", () => {
     const bytes = rawFile({ w: { dtype: "F7", shape: [1], data_offsets: [0, 1] } }, 8);
     assertInferenceError(parseBad(bytes), "UNSUPPORTED_DTYPE", ["bad.safetensors", '"w"', "F7"]);
+    const inherited = rawFile({ w: { dtype: "constructor", shape: [1], data_offsets: [0, 1] } }, 8);
+    assertInferenceError(parseBad(inherited), "UNSUPPORTED_DTYPE", ['"w"', "constructor"]);
   });
 
   it("toFloat32 refuses dtypes other than F32, F16 and BF16, naming the tensor", () => {

@@ -1,2 +1,15 @@
 // @infer/wasm: the portable engine. Importing this module registers backend "wasm".
-export {};
+import { register } from "@infer/core";
+import { wasmBackend } from "./model/backend.js";
+
+export { loadWasmModel, wasmBackend, type WasmLoadOptions } from "./model/backend.js";
+export { WasmModel } from "./model/wasm-model.js";
+export { Rng, sampleToken, type SamplerSettings } from "./model/sampler.js";
+export { loadTokenizer, StreamDecoder, renderChat, type Tokenizer } from "./tokenizer/index.js";
+export { loadTransformer, Transformer, KVCache, type ForwardBatch, type ModelConfig } from "./engine/transformer.js";
+export { referenceKernels } from "./kernels/reference.js";
+export { createWasmKernels, type WasmKernelOptions } from "./kernels/wasm/index.js";
+export { GgmlType, type Kernels, type WeightMatrix } from "./kernels/types.js";
+export * as formats from "./formats/index.js";
+
+register(wasmBackend);

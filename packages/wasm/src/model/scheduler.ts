@@ -1,0 +1,198 @@
+import { InferenceError, SequenceStopper, type FinishReason, type Token } from "@infer/core";
+import type { KVCache, Transformer } from "../engine/transformer.js";
+import { Rng, sampleToken, type SamplerSettings } from "./sampler.js";
+
+/** What the decoding loop needs from a tokenizer. */
+export interface StreamingDetokenizer {
+  push(id: number): string;
+}
+
+export interface SequenceRequest {
+  /** Prompt token ids (BOS included when the model wants it). */
+  promptIds: number[];
+  sampler: SamplerSettings;
+  seed: number;
+  /** Ids that end the sequence without being emitted (EOS ids unless ignored, plus stop tokens). */
+  endIds: Set<number>;
+  maxTokens?: number;
+  stopStrings: string[];
+  detokenizer: StreamingDetokenizer;
+  /** Keep a copy of each step's raw logits (before the repeat penalty) in `lastLogits`. */
+  captureLogits?: boolean;
+}
+
+/** One sequence being decoded in a KV-cache slot. */
+export class Sequence {
+  readonly tokens: Token[] = [];
+  readonly generatedIds: number[] = [];
+  finishReason: FinishReason | undefined;
+  /** Raw logits of the last sampled position, when the request asked to capture them. */
+  lastLogits: Float32Array | undefined;
+  /** Tokens released by the stop-string filter since the caller last took them. */
+  private ready: Token[] = [];
+  private readonly stopper: SequenceStopper;
+  private readonly rng: Rng;
+  /** Ids fed to the model but not yet in the cache (the whole prompt at first, then the last sampled id). */
+  pending: number[];
+  /** Position of pending[0]. */
+  position = 0;
+  /** True until the prompt's last token has been through the model. */
+  inPrompt = true;
+
+  constructor(
+    readonly slot: number,
+    readonly request: SequenceRequest,
+  ) {
+    this.pending = [...request.promptIds];
+    this.stopper = new SequenceStopper({ maxTokens: request.maxTokens, stopStrings: request.stopStrings });
+    this.rng = new Rng(request.seed);
+  }
+
+  get done(): boolean {
+    return this.finishReason !== undefined;
+  }
+
+  /** Takes the tokens released so far. */
+  drain(): Token[] {
+    const out = this.ready;
+    this.ready = [];
+    return out;
+  }
+
+  /** Consumes the logits for this sequence's last pending token: samples, checks the ends. */
+  accept(logits: Float32Array, contextLength: number): void {
+    const { sampler } = this.request;
+    const history = this.request.promptIds.concat(this.generatedIds);
+    const recent = sampler.repeatLastN > 0 ? history.slice(-sampler.repeatLastN) : [];
+    if (this.request.captureLogits) this.lastLogits = Float32Array.from(logits);
+    const id = sampleToken(logits, sampler, this.rng, recent);
+    this.advance(this.pending.length);
+    this.inPrompt = false;
+    if (this.request.endIds.has(id)) {
+      this.finish("stop");
+      return;
+    }
+    this.generatedIds.push(id);
+    const token = { id, text: this.request.detokenizer.push(id) };
+    const released = this.stopper.push(token);
+    this.tokens.push(...released);
+    this.ready.push(...released);
+    if (this.stopper.done) {
+      this.finishReason = this.stopper.done;
+    } else if (this.position >= contextLength) {
+      this.finish("length"); // no room in the cache for the sampled token
+    } else {
+      this.pending = [id];
+    }
+  }
+
+  /** Marks `count` pending tokens as written to the cache. */
+  advance(count: number): void {
+    this.position += count;
+    this.pending = this.pending.slice(count);
+  }
+
+  private finish(reason: FinishReason): void {
+    const rest = this.stopper.flush();
+    this.tokens.push(...rest);
+    this.ready.push(...rest);
+    this.finishReason = reason;
+  }
+}
+
+export interface StepTimings {
+  prefillMs: number;
+  decodeMs: number;
+  promptTokens: number;
+}
+
+/**
+ * Runs forward passes over every live sequence at once: one `forward` per
+ * step carries the pending prompt tokens (prefill, in chunks) and the last
+ * sampled token of each decoding sequence, so batched sequences decode
+ * together, each finishing on its own.
+ */
+export class DecodeScheduler {
+  readonly timings: StepTimings = { prefillMs: 0, decodeMs: 0, promptTokens: 0 };
+
+  constructor(
+    private readonly transformer: Transformer,
+    private readonly cache: KVCache,
+    private readonly contextLength: number,
+    /** Most prompt tokens one step carries, so signals are checked and scratch memory stays bounded. */
+    private readonly prefillChunk = 128,
+  ) {}
+
+  /** Checks that a prompt fits the context; the slot is cleared for reuse. */
+  start(slot: number, request: SequenceRequest): Sequence {
+    if (request.promptIds.length === 0) {
+      throw new InferenceError("INVALID_OPTION", "the prompt encodes to no tokens and the model adds no BOS token");
+    }
+    if (request.promptIds.length > this.contextLength) {
+      throw new InferenceError(
+        "CONTEXT_OVERFLOW",
+        `the prompt needs ${request.promptIds.length} tokens but the context holds ${this.contextLength}`,
+        { details: { needed: request.promptIds.length, available: this.contextLength } },
+      );
+    }
+    this.cache.clear(slot);
+    return new Sequence(slot, request);
+  }
+
+  /** One forward pass over the live sequences; each gets its next token when its prompt is done. */
+  step(sequences: Sequence[], signal?: AbortSignal): void {
+    const live = sequences.filter((s) => !s.done);
+    if (live.length === 0) return;
+    const tokens: number[] = [];
+    const positions: number[] = [];
+    const seqIds: number[] = [];
+    const logitRows: number[] = [];
+    const fed = new Map<Sequence, number>();
+    let budget = this.prefillChunk;
+    let prefillTokens = 0;
+    for (const seq of live) {
+      // A decoding sequence always gets its one token; prompts share the chunk budget.
+      let take = 1;
+      if (seq.inPrompt) {
+        take = Math.min(seq.pending.length, Math.max(1, budget));
+        budget -= take;
+        prefillTokens += take;
+      }
+      for (let i = 0; i < take; i++) {
+        tokens.push(seq.pending[i]!);
+        positions.push(seq.position + i);
+        seqIds.push(seq.slot);
+      }
+      fed.set(seq, take);
+      if (take === seq.pending.length) logitRows.push(tokens.length - 1);
+    }
+    signal?.throwIfAborted();
+    const started = performance.now();
+    const logits = this.transformer.forward(
+      {
+        tokens: Int32Array.from(tokens),
+        positions: Int32Array.from(positions),
+        seqIds: Int32Array.from(seqIds),
+        logitRows: Int32Array.from(logitRows),
+      },
+      this.cache,
+    );
+    const vocab = this.transformer.config.vocabSize;
+    let row = 0;
+    for (const [seq, take] of fed) {
+      if (take < seq.pending.length) {
+        seq.advance(take); // part of a long prompt: no logits yet
+      } else {
+        seq.accept(logits.subarray(row * vocab, (row + 1) * vocab), this.contextLength);
+        row++;
+      }
+    }
+    const elapsed = performance.now() - started;
+    if (prefillTokens > 0) {
+      this.timings.prefillMs += elapsed;
+      this.timings.promptTokens += prefillTokens;
+    } else {
+      this.timings.decodeMs += elapsed;
+    }
+  }
+}

@@ -1,0 +1,298 @@
+import {
+  BaseTextModel,
+  type BatchResult,
+  type CapabilityId,
+  type CapabilityStatus,
+  type ClassifyOptions,
+  type ClassifyResult,
+  DEFAULT_GENERATE_OPTIONS,
+  type FinishReason,
+  InferenceError,
+  type Message,
+  type ModelInfo,
+  makeMetrics,
+  type PromptInput,
+  ProbeBus,
+  randomSeed,
+  type ResolvedGenerateOptions,
+  summarizeLogits,
+  type Token,
+  type TokenizerModel,
+  toInferenceError,
+} from "@infer/core";
+import type { KVCache, Transformer } from "../engine/transformer.js";
+import type { Tokenizer } from "../tokenizer/types.js";
+import type { SamplerSettings } from "./sampler.js";
+import { DecodeScheduler, type Sequence, type SequenceRequest } from "./scheduler.js";
+
+export interface WasmModelParts {
+  transformer: Transformer;
+  tokenizer: Tokenizer;
+  info: ModelInfo;
+  contextLength: number;
+  parallelSlots: number;
+  probe: ProbeBus;
+  dispose(): Promise<void>;
+}
+
+/** A model running on our own engine. */
+export class WasmModel extends BaseTextModel implements TokenizerModel {
+  readonly backend = "wasm";
+  readonly modelType: string;
+  readonly capabilities: Partial<Record<CapabilityId, CapabilityStatus>> = {
+    "probe.logits": "supported",
+    grammar: "unsupported",
+    speculative: "unsupported",
+    "lora.inference": "planned",
+    "lora.training": "planned",
+  };
+  private readonly cache: KVCache;
+  private disposed = false;
+
+  constructor(private readonly parts: WasmModelParts) {
+    super();
+    this.modelType = parts.info.architecture;
+    this.cache = parts.transformer.createCache(parts.parallelSlots, parts.contextLength);
+  }
+
+  info(): ModelInfo {
+    return { ...this.parts.info };
+  }
+
+  encode(text: string, options?: { addSpecialTokens?: boolean }): number[] {
+    this.assertOpen();
+    return this.parts.tokenizer.encode(text, { addSpecialTokens: options?.addSpecialTokens ?? true });
+  }
+
+  decode(ids: number[], options?: { skipSpecialTokens?: boolean }): string {
+    this.assertOpen();
+    return this.parts.tokenizer.decode(ids, { skipSpecialTokens: options?.skipSpecialTokens ?? false });
+  }
+
+  applyChatTemplate(messages: Message[], options?: { addGenerationPrompt?: boolean; chatTemplate?: string }): string {
+    this.assertOpen();
+    return this.parts.tokenizer.renderChat(messages, {
+      addGenerationPrompt: options?.addGenerationPrompt ?? true,
+      chatTemplate: options?.chatTemplate,
+    });
+  }
+
+  protected renderChat(messages: Message[], options: ResolvedGenerateOptions): string {
+    return this.parts.tokenizer.renderChat(messages, { addGenerationPrompt: true, chatTemplate: options.chatTemplate });
+  }
+
+  protected async *stream(
+    input: PromptInput,
+    options: ResolvedGenerateOptions,
+    signal: AbortSignal,
+  ): AsyncGenerator<Token, FinishReason | void, undefined> {
+    const started = performance.now();
+    const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
+    const seq = scheduler.start(0, this.request(this.promptIds(input), options, options.seed ?? randomSeed()));
+    let firstTokenAt = 0;
+    let peak = rss();
+    try {
+      while (!seq.done) {
+        scheduler.step([seq], signal);
+        if (firstTokenAt === 0 && !seq.inPrompt) firstTokenAt = performance.now();
+        this.emitProbes(seq);
+        for (const token of seq.drain()) yield token;
+        // Let timers and I/O (abort signals, servers) run between steps.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        peak = Math.max(peak, rss());
+      }
+      return seq.finishReason === "length" ? "length" : "stop";
+    } finally {
+      const end = performance.now();
+      this.lastMetrics = makeMetrics({
+        promptTokens: seq.request.promptIds.length,
+        generatedTokens: seq.generatedIds.length,
+        prefillMs: (firstTokenAt || end) - started,
+        decodeMs: firstTokenAt ? end - firstTokenAt : 0,
+        totalMs: end - started,
+        peakMemoryBytes: peak,
+        activeMemoryBytes: this.heldBytes(),
+      });
+    }
+  }
+
+  protected async runClassify(prompts: string[], options: ClassifyOptions, signal: AbortSignal): Promise<ClassifyResult[]> {
+    const started = performance.now();
+    // Greedy unless the caller asks for sampling: classification wants the model's top choice.
+    const resolved: ResolvedGenerateOptions = {
+      ...DEFAULT_GENERATE_OPTIONS,
+      temperature: 0,
+      ...defined(options),
+      stopTokens: [],
+      stopStrings: [],
+      maxTokens: 1,
+    };
+    const seed = options.seed ?? randomSeed();
+    const results: ClassifyResult[] = [];
+    let promptTokens = 0;
+    // One batched prefill per wave of `parallelSlots` prompts.
+    for (let at = 0; at < prompts.length; at += this.parts.parallelSlots) {
+      const wave = prompts.slice(at, at + this.parts.parallelSlots);
+      const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, Infinity);
+      const sequences = wave.map((prompt, i) => {
+        const ids = this.promptIds({ text: prompt, chat: false });
+        promptTokens += ids.length;
+        // No end ids: EOS is a valid answer for a classifier.
+        const request = { ...this.request(ids, resolved, seed), endIds: new Set<number>(), captureLogits: options.logits };
+        return scheduler.start(i, request);
+      });
+      while (sequences.some((s) => s.inPrompt)) scheduler.step(sequences, signal);
+      for (const seq of sequences) {
+        const id = seq.generatedIds[0]!;
+        results.push({
+          token: { id, text: this.parts.tokenizer.decode([id], { skipSpecialTokens: false }) },
+          ...(options.logits ? { logits: seq.lastLogits! } : {}),
+        });
+      }
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    const total = performance.now() - started;
+    this.lastMetrics = makeMetrics({
+      promptTokens,
+      generatedTokens: results.length,
+      prefillMs: total,
+      decodeMs: 0,
+      totalMs: total,
+      peakMemoryBytes: rss(),
+      activeMemoryBytes: this.heldBytes(),
+    });
+    return results;
+  }
+
+  protected async runBatch(prompts: string[], options: ResolvedGenerateOptions, signal: AbortSignal): Promise<BatchResult[]> {
+    const started = performance.now();
+    const seed = options.seed ?? randomSeed();
+    const results: BatchResult[] = prompts.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
+    const waiting = prompts.map((_, i) => i);
+    const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
+    const running = new Map<Sequence, number>();
+    const freeSlots = Array.from({ length: this.parts.parallelSlots }, (_, i) => i);
+    let peak = rss();
+    let generated = 0;
+    // Continuous batching: a slot freed by a finished sequence takes the next prompt.
+    while (waiting.length > 0 || running.size > 0) {
+      while (waiting.length > 0 && freeSlots.length > 0) {
+        const index = waiting.shift()!;
+        try {
+          const ids = this.promptIds({ text: prompts[index]!, chat: false });
+          running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seed)), index);
+          freeSlots.shift();
+        } catch (error) {
+          results[index] = { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) };
+        }
+      }
+      if (running.size === 0) break;
+      if (signal.aborted) {
+        for (const [seq, index] of running) results[index] = toResult(seq, "abort");
+        for (const index of waiting) results[index] = { tokens: [], text: "", finishReason: "abort" };
+        break;
+      }
+      scheduler.step([...running.keys()], signal);
+      for (const [seq, index] of running) {
+        if (!seq.done) continue;
+        results[index] = toResult(seq, seq.finishReason!);
+        generated += seq.generatedIds.length;
+        running.delete(seq);
+        freeSlots.push(seq.slot);
+      }
+      peak = Math.max(peak, rss());
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    for (const seq of running.keys()) generated += seq.generatedIds.length;
+    const total = performance.now() - started;
+    this.lastMetrics = makeMetrics({
+      promptTokens: scheduler.timings.promptTokens,
+      generatedTokens: generated,
+      prefillMs: scheduler.timings.prefillMs,
+      decodeMs: scheduler.timings.decodeMs,
+      totalMs: total,
+      peakMemoryBytes: peak,
+      activeMemoryBytes: this.heldBytes(),
+    });
+    return results;
+  }
+
+  protected async dispose(): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    await this.parts.dispose();
+  }
+
+  /** Prompt ids: BOS added for plain prompts; a chat template that already starts with BOS text gets none twice. */
+  private promptIds(input: PromptInput): number[] {
+    const tokenizer = this.parts.tokenizer;
+    try {
+      const ids = tokenizer.encode(input.text, { addSpecialTokens: true });
+      const bos = tokenizer.bosId;
+      if (input.chat && bos !== undefined && ids.length > 1 && ids[0] === bos && ids[1] === bos) ids.shift();
+      return ids;
+    } catch (error) {
+      throw toInferenceError(error, "INVALID_OPTION", "could not tokenize the prompt");
+    }
+  }
+
+  private request(promptIds: number[], options: ResolvedGenerateOptions, seed: number): SequenceRequest {
+    const sampler: SamplerSettings = {
+      temperature: options.temperature,
+      topK: options.topK,
+      topP: options.topP,
+      minP: options.minP,
+      repeatPenalty: options.repeatPenalty,
+      repeatLastN: options.repeatLastN,
+    };
+    const endIds = new Set<number>(options.stopTokens);
+    if (!options.ignoreEos) for (const id of this.parts.tokenizer.eosIds) endIds.add(id);
+    for (const id of endIds) {
+      if (id >= this.parts.info.vocabSize) {
+        throw new InferenceError("INVALID_OPTION", `stopTokens: id ${id} is outside the vocabulary (${this.parts.info.vocabSize})`, {
+          details: { option: "stopTokens", value: id },
+        });
+      }
+    }
+    return {
+      promptIds,
+      sampler,
+      seed,
+      endIds,
+      maxTokens: options.maxTokens,
+      stopStrings: options.stopStrings,
+      detokenizer: this.parts.tokenizer.streamDecoder(),
+      captureLogits: this.parts.probe.active && this.parts.probe.wants("logits"),
+    };
+  }
+
+  private emitProbes(seq: Sequence): void {
+    const bus = this.parts.probe;
+    if (!bus.active || seq.generatedIds.length === 0) return;
+    const id = seq.generatedIds[seq.generatedIds.length - 1]!;
+    const step = seq.generatedIds.length - 1;
+    const phase = step === 0 ? "prefill" : "decode";
+    if (bus.wants("token")) {
+      bus.emit({ kind: "token", phase, step, payload: { id, text: this.parts.tokenizer.decode([id], {}), position: seq.position - 1 } });
+    }
+    if (bus.wants("logits") && seq.lastLogits) {
+      bus.emit({ kind: "logits", phase, step, payload: summarizeLogits(seq.lastLogits) });
+    }
+  }
+
+  private heldBytes(): number {
+    return this.parts.transformer.weightBytes + this.cache.bytes;
+  }
+}
+
+function toResult(seq: Sequence, finishReason: FinishReason): BatchResult {
+  return { tokens: seq.tokens, text: seq.tokens.map((t) => t.text).join(""), finishReason };
+}
+
+function defined<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function rss(): number {
+  return process.memoryUsage.rss();
+}

@@ -58,10 +58,15 @@ export type ProbeEvent = {
 
 export type ProbeSink = ((event: ProbeEvent) => void) | { emit(event: ProbeEvent): void; kinds?: ProbeKind[] };
 
-/** Fans events out to sinks; a throwing sink is reported once on `errors` and otherwise ignored. */
+/**
+ * Fans events out to sinks. A throwing sink never breaks generation: its first
+ * error is kept on `errors` (one entry per failing sink, so a sink failing on
+ * every token cannot grow it without bound) and it keeps receiving events.
+ */
 export class ProbeBus {
   readonly errors: unknown[] = [];
   private readonly sinks: ProbeSink[];
+  private readonly failed = new Set<ProbeSink>();
 
   constructor(sinks: ProbeSink | ProbeSink[] | undefined) {
     this.sinks = sinks === undefined ? [] : Array.isArray(sinks) ? [...sinks] : [sinks];
@@ -82,6 +87,8 @@ export class ProbeBus {
         if (typeof sink === "function") sink(event);
         else if (sink.kinds === undefined || sink.kinds.includes(event.kind)) sink.emit(event);
       } catch (error) {
+        if (this.failed.has(sink)) continue;
+        this.failed.add(sink);
         this.errors.push(error);
       }
     }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, describe, it } from "node:test";
@@ -51,6 +51,16 @@ write("ggufs/readme.txt", "not a model");
 write(".hidden/x.gguf", q4);
 write("node_modules/pkg/x.gguf", q4);
 write("nested/deep/deeper/c.gguf", ggufHeader({ architecture: "llama", fileType: 2 }));
+// A Hugging Face cache: snapshot files are links to blobs.
+write("hfcache/blobs/1a2b", json({ model_type: "qwen3" }));
+write("hfcache/blobs/3c4d", Buffer.alloc(64));
+mkdirSync(join(root, "hfcache/snapshots/rev1"), { recursive: true });
+symlinkSync("../../blobs/1a2b", join(root, "hfcache/snapshots/rev1/config.json"));
+symlinkSync("../../blobs/3c4d", join(root, "hfcache/snapshots/rev1/model.safetensors"));
+mkdirSync(join(root, "links"));
+symlinkSync("../ggufs/a.gguf", join(root, "links/linked.gguf"));
+symlinkSync("../nowhere.gguf", join(root, "links/dangling.gguf"));
+symlinkSync("..", join(root, "links/loop")); // a folder link back up: not followed
 write("locked/d.gguf", q4);
 chmodSync(join(root, "locked"), 0o000);
 // Running as root, chmod 000 does not stop reads; otherwise the folder is unreadable and skipped.
@@ -76,6 +86,8 @@ describe("discoverModels", () => {
       { path: join(root, "hf-llama/extra.gguf"), format: "gguf", modelType: "llama", quantization: "Q8_0", fileCount: 1 },
       { path: join(root, "hf-sharded"), format: "safetensors", modelType: "qwen2", quantization: "gptq-4bit", fileCount: 2 },
       { path: join(root, "hf-untyped"), format: "safetensors", modelType: "unknown", quantization: undefined, fileCount: 1 },
+      { path: join(root, "hfcache/snapshots/rev1"), format: "safetensors", modelType: "qwen3", quantization: undefined, fileCount: 1 },
+      { path: join(root, "links/linked.gguf"), format: "gguf", modelType: "llama", quantization: "Q4_K_M", fileCount: 1 },
       ...(canReadLocked
         ? [{ path: join(root, "locked/d.gguf"), format: "gguf", modelType: "llama", quantization: "Q4_K_M", fileCount: 1 }]
         : []),
@@ -88,6 +100,7 @@ describe("discoverModels", () => {
     const bytes = Object.fromEntries(found.map((m) => [m.path.slice(root.length + 1), m.bytes]));
     assert.equal(bytes["hf-llama"], 100);
     assert.equal(bytes["hf-sharded"], 30);
+    assert.equal(bytes["hfcache/snapshots/rev1"], 64, "a linked shard counts its target's bytes");
     assert.equal(bytes["ggufs/a.gguf"], q4.length);
     assert.ok(bytes["ggufs/big-vocab.gguf"]! > 1 << 20);
   });

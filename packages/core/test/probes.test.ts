@@ -27,7 +27,23 @@ it("ProbeBus fans out to every sink, filters by kinds, and survives a throwing s
   bus.emit(tokenEvent(2));
   assert.deepEqual(all, [tokenEvent(1), memoryEvent, tokenEvent(2)]);
   assert.deepEqual(tokensOnly, [tokenEvent(1), tokenEvent(2)]);
-  assert.deepEqual(bus.errors, [failure, failure, failure]);
+  assert.deepEqual(bus.errors, [failure], "a failing sink is reported once");
+  let calls = 0;
+  const flaky = new ProbeBus([
+    () => {
+      calls++;
+      throw new Error(`fail ${calls}`);
+    },
+    () => {
+      throw new Error("other sink");
+    },
+  ]);
+  for (let i = 0; i < 1000; i++) flaky.emit(tokenEvent(i));
+  assert.equal(calls, 1000, "a failing sink still receives events");
+  assert.deepEqual(
+    flaky.errors.map((e) => (e as Error).message),
+    ["fail 1", "other sink"],
+  );
 });
 
 it("ProbeBus reports whether anyone listens, and for which kinds", () => {

@@ -26,20 +26,33 @@ export async function* discover(dir: string): AsyncGenerator<DiscoveredModel> {
     return;
   }
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const names = new Set(entries.filter((e) => e.isFile()).map((e) => e.name));
-  const shards = [...names].filter((n) => n.endsWith(".safetensors"));
-  if (names.has("config.json") && shards.length > 0) {
+  // Symbolic links to files count as files (the Hugging Face cache links its
+  // snapshots to blobs); links to folders are not followed, so no cycles.
+  const files = new Set<string>();
+  for (const entry of entries) {
+    if (entry.isFile() || (entry.isSymbolicLink() && (await isFileTarget(join(root, entry.name))))) files.add(entry.name);
+  }
+  const shards = [...files].filter((n) => n.endsWith(".safetensors"));
+  if (files.has("config.json") && shards.length > 0) {
     const model = await describeHfFolder(root, shards);
     if (model) yield model;
   }
   for (const entry of entries) {
     const path = join(root, entry.name);
-    if (entry.isFile() && entry.name.toLowerCase().endsWith(".gguf")) {
+    if (files.has(entry.name) && entry.name.toLowerCase().endsWith(".gguf")) {
       const model = await describeGguf(path);
       if (model) yield model;
     } else if (entry.isDirectory() && !entry.name.startsWith(".") && entry.name !== "node_modules") {
       yield* discover(path);
     }
+  }
+}
+
+async function isFileTarget(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile();
+  } catch {
+    return false; // a dangling link
   }
 }
 

@@ -163,6 +163,6 @@ export function loadEmbeddingAndOutput(
 
 /** Inverse RoPE frequencies of the global layers, with GGUF's rope_freqs.weight factors when present. */
 export function globalRope(source: WeightSource, config: ModelConfig): Float64Array {
-  const factors = source.optionalVector("rope_freqs.weight", config.rotaryDim / 2);
+  const factors = source.optionalVector("rope_freqs.weight", config.rotaryDim / 2, false);
   return ropeInverseFrequencies(config.rotaryDim, config.ropeTheta, config.ropeScaling, factors);
 }

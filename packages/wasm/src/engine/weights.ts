@@ -52,9 +52,12 @@ export class WeightSource {
     return { type: tensor.type, rows, cols, data };
   }
 
-  /** A vector (norm weights, biases) as float32, whatever its stored type. */
-  vector(name: string, length: number): Float32Array {
-    const tensor = this.get(name, [length]);
+  /**
+   * A vector (norm weights, biases) as float32, whatever its stored type.
+   * `learned` false marks a constant table (RoPE frequency factors): its bytes count, its elements are no parameters.
+   */
+  vector(name: string, length: number, learned = true): Float32Array {
+    const tensor = this.get(name, [length], learned);
     const out = new Float32Array(length);
     dequantizeMatrixRow({ type: tensor.type, rows: 1, cols: length, data: tensor.data }, 0, out);
     return out;
@@ -64,8 +67,8 @@ export class WeightSource {
     return this.has(name) ? this.matrix(name, rows, cols) : undefined;
   }
 
-  optionalVector(name: string, length: number): Float32Array | undefined {
-    return this.has(name) ? this.vector(name, length) : undefined;
+  optionalVector(name: string, length: number, learned = true): Float32Array | undefined {
+    return this.has(name) ? this.vector(name, length, learned) : undefined;
   }
 
   /** Row-major shape of a stored tensor, or undefined when absent. */
@@ -91,7 +94,7 @@ export class WeightSource {
     return this.elementsByType;
   }
 
-  private get(name: string, expected: number[]): StoredTensor {
+  private get(name: string, expected: number[], learned = true): StoredTensor {
     const stored = this.storedName(name);
     const tensor = this.tensors.get(stored);
     if (!tensor) {
@@ -124,7 +127,7 @@ export class WeightSource {
       );
     }
     if (!this.used.has(tensor)) {
-      this.used.set(tensor, { bytes, elements });
+      this.used.set(tensor, { bytes, elements: learned ? elements : 0 });
       if (expected.length === 2) this.elementsByType.set(tensor.type, (this.elementsByType.get(tensor.type) ?? 0) + elements);
     }
     return tensor;

@@ -1,7 +1,8 @@
 // Dot products of one weight row, read in its stored ggml encoding, with one
-// activation row. Quantized types pair their integer quants with activations
-// quantized to int8 blocks of 32 (see quantize.ts) and multiply in
-// i16x8 → i32x4 (`i32x4.dot_i16x8_s`); float types multiply in f32x4.
+// activation row. Quantized types pair their integer quants with the int16
+// activations of quantize.ts and multiply with `i32x4.dot_i16x8_s` (eight
+// int16 products summed pairwise into four int32 lanes, exact for these
+// ranges); float types multiply in f32x4.
 //
 // Block layouts (ggml's):
 //   Q8_0 (34 bytes / 32): f16 d, i8 q[32];                     w = d * q
@@ -12,15 +13,20 @@
 //                         sub-blocks of 32 (low nibbles, then high); w = d*sc*q - dmin*m
 //   Q6_K (210 bytes / 256): u8 ql[128] (low 4 bits), u8 qh[64] (high 2 bits),
 //                         i8 scales[16] (one per 16), f16 d;   w = d * sc * (q - 32)
+//
+// Activation pointers: xq int16 [cols] (element e at xq + 2e), and per block
+// of 32 the f32 scale xd, float sum xs and quant sum xb.
 
 import { bfloat16sToFloats, halfToFloat, halvesToFloats } from "./half";
 
-/** Sum of the lane-wise products of two i8x16 vectors, in four i32 lanes. */
-function dotI8(a: v128, b: v128): v128 {
-  return i32x4.add(
-    i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(a), i16x8.extend_low_i8x16_s(b)),
-    i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(a), i16x8.extend_high_i8x16_s(b)),
-  );
+/** Eight int16 weights times the eight int16 activations at x, in four i32 lanes. */
+function dot8(weights: v128, x: usize, offset: usize): v128 {
+  return i32x4.dot_i16x8_s(weights, v128.load(x + offset));
+}
+
+/** Sixteen int8 weights times the sixteen int16 activations at x + offset. */
+function dot16(weights: v128, x: usize, offset: usize): v128 {
+  return i32x4.add(dot8(i16x8.extend_low_i8x16_s(weights), x, offset), dot8(i16x8.extend_high_i8x16_s(weights), x, offset + 16));
 }
 
 export function horizontalSum(v: v128): f32 {
@@ -36,30 +42,36 @@ function scaledAdd(acc: v128, isum: v128, scale: f32): v128 {
 export function dotQ8_0(w: usize, xq: usize, xd: usize, blocks: i32): f32 {
   let acc = f32x4.splat(0);
   for (let i = 0; i < blocks; i++) {
-    const isum = i32x4.add(dotI8(v128.load(w, 2), v128.load(xq, 0)), dotI8(v128.load(w, 18), v128.load(xq, 16)));
+    const isum = i32x4.add(dot16(v128.load(w, 2), xq, 0), dot16(v128.load(w, 18), xq, 32));
     acc = scaledAdd(acc, isum, halfToFloat(load<u16>(w)) * load<f32>(xd));
     w += 34;
-    xq += 32;
+    xq += 64;
     xd += 4;
   }
   return horizontalSum(acc);
 }
 
-export function dotQ4_0(w: usize, xq: usize, xd: usize, blocks: i32): f32 {
+export function dotQ4_0(w: usize, xq: usize, xd: usize, xb: usize, blocks: i32): f32 {
   let acc = f32x4.splat(0);
-  const lowMask = i8x16.splat(0x0f);
-  const offset = i8x16.splat(8);
+  // The -8 offset, applied once per block through the activations' quant sum.
+  let offsetTerm: f32 = 0;
+  const lowMask = i16x8.splat(0x0f);
   for (let i = 0; i < blocks; i++) {
+    // Bytes widened to u16 first: then a nibble is one and / one shift of a native 16-bit lane.
     const packed = v128.load(w, 2);
-    const low = i8x16.sub(v128.and(packed, lowMask), offset);
-    const high = i8x16.sub(i8x16.shr_u(packed, 4), offset);
-    const isum = i32x4.add(dotI8(low, v128.load(xq, 0)), dotI8(high, v128.load(xq, 16)));
-    acc = scaledAdd(acc, isum, halfToFloat(load<u16>(w)) * load<f32>(xd));
+    const first = i16x8.extend_low_i8x16_u(packed); // bytes 0..7
+    const second = i16x8.extend_high_i8x16_u(packed); // bytes 8..15
+    let isum = i32x4.add(dot8(v128.and(first, lowMask), xq, 0), dot8(v128.and(second, lowMask), xq, 16));
+    isum = i32x4.add(isum, i32x4.add(dot8(i16x8.shr_u(first, 4), xq, 32), dot8(i16x8.shr_u(second, 4), xq, 48)));
+    const scale = halfToFloat(load<u16>(w)) * load<f32>(xd);
+    acc = scaledAdd(acc, isum, scale);
+    offsetTerm += scale * load<f32>(xb);
     w += 18;
-    xq += 32;
+    xq += 64;
     xd += 4;
+    xb += 4;
   }
-  return horizontalSum(acc);
+  return horizontalSum(acc) - 8 * offsetTerm;
 }
 
 /** Q4_K sub-block j's 6-bit scale (low byte) and min (second byte), unpacked from the 12 scale bytes. */
@@ -74,24 +86,31 @@ function scaleAndMin(scales: usize, j: i32): u32 {
 export function dotQ4_K(w: usize, xq: usize, xd: usize, xs: usize, superBlocks: i32): f32 {
   let acc = f32x4.splat(0);
   let minTerm: f32 = 0;
-  const lowMask = i8x16.splat(0x0f);
+  const lowMask = i16x8.splat(0x0f);
   for (let i = 0; i < superBlocks; i++) {
     const d = halfToFloat(load<u16>(w));
     const dmin = halfToFloat(load<u16>(w, 2));
     const scales = w + 4;
     let qs = w + 16;
     for (let j = 0; j < 8; j += 2) {
+      // 32 bytes: low nibbles are sub-block j (elements 0..31), high nibbles sub-block j + 1 (32..63).
       const v0 = v128.load(qs, 0);
       const v1 = v128.load(qs, 16);
-      const lowSum = i32x4.add(dotI8(v128.and(v0, lowMask), v128.load(xq, 0)), dotI8(v128.and(v1, lowMask), v128.load(xq, 16)));
-      const highSum = i32x4.add(dotI8(i8x16.shr_u(v0, 4), v128.load(xq, 32)), dotI8(i8x16.shr_u(v1, 4), v128.load(xq, 48)));
+      const b0 = i16x8.extend_low_i8x16_u(v0);
+      const b1 = i16x8.extend_high_i8x16_u(v0);
+      const b2 = i16x8.extend_low_i8x16_u(v1);
+      const b3 = i16x8.extend_high_i8x16_u(v1);
+      let lowSum = i32x4.add(dot8(v128.and(b0, lowMask), xq, 0), dot8(v128.and(b1, lowMask), xq, 16));
+      lowSum = i32x4.add(lowSum, i32x4.add(dot8(v128.and(b2, lowMask), xq, 32), dot8(v128.and(b3, lowMask), xq, 48)));
+      let highSum = i32x4.add(dot8(i16x8.shr_u(b0, 4), xq, 64), dot8(i16x8.shr_u(b1, 4), xq, 80));
+      highSum = i32x4.add(highSum, i32x4.add(dot8(i16x8.shr_u(b2, 4), xq, 96), dot8(i16x8.shr_u(b3, 4), xq, 112)));
       const first = scaleAndMin(scales, j);
       const second = scaleAndMin(scales, j + 1);
       acc = scaledAdd(acc, lowSum, d * <f32>(first & 0xff) * load<f32>(xd, 0));
       acc = scaledAdd(acc, highSum, d * <f32>(second & 0xff) * load<f32>(xd, 4));
       minTerm += dmin * (<f32>(first >> 8) * load<f32>(xs, 0) + <f32>(second >> 8) * load<f32>(xs, 4));
       qs += 32;
-      xq += 64;
+      xq += 128;
       xd += 8;
       xs += 8;
     }
@@ -117,6 +136,7 @@ export function dotQ6_K(w: usize, xq: usize, xd: usize, superBlocks: i32): f32 {
       let sum2 = i32x4.splat(0);
       let sum3 = i32x4.splat(0);
       // Elements l = 16g .. 16g+15 of each quarter use scale g (+2, +4, +6 per quarter).
+      // The 6-bit values are assembled 16 at a time in int8 lanes, then widened.
       for (let g = 0; g < 2; g++) {
         const a = v128.load(ql + 16 * g);
         const b = v128.load(ql + 32 + 16 * g);
@@ -125,17 +145,17 @@ export function dotQ6_K(w: usize, xq: usize, xd: usize, superBlocks: i32): f32 {
         const q1 = i8x16.sub(v128.or(v128.and(b, lowMask), v128.and(i8x16.shl(h, 2), highMask)), offset);
         const q2 = i8x16.sub(v128.or(i8x16.shr_u(a, 4), v128.and(h, highMask)), offset);
         const q3 = i8x16.sub(v128.or(i8x16.shr_u(b, 4), v128.and(i8x16.shr_u(h, 2), highMask)), offset);
-        const x = xq + 16 * g;
-        sum0 = i32x4.add(sum0, i32x4.mul(dotI8(q0, v128.load(x, 0)), i32x4.splat(load<i8>(scales + g))));
-        sum1 = i32x4.add(sum1, i32x4.mul(dotI8(q1, v128.load(x, 32)), i32x4.splat(load<i8>(scales + g + 2))));
-        sum2 = i32x4.add(sum2, i32x4.mul(dotI8(q2, v128.load(x, 64)), i32x4.splat(load<i8>(scales + g + 4))));
-        sum3 = i32x4.add(sum3, i32x4.mul(dotI8(q3, v128.load(x, 96)), i32x4.splat(load<i8>(scales + g + 6))));
+        const x = xq + 32 * g;
+        sum0 = i32x4.add(sum0, i32x4.mul(dot16(q0, x, 0), i32x4.splat(load<i8>(scales + g))));
+        sum1 = i32x4.add(sum1, i32x4.mul(dot16(q1, x, 64), i32x4.splat(load<i8>(scales + g + 2))));
+        sum2 = i32x4.add(sum2, i32x4.mul(dot16(q2, x, 128), i32x4.splat(load<i8>(scales + g + 4))));
+        sum3 = i32x4.add(sum3, i32x4.mul(dot16(q3, x, 192), i32x4.splat(load<i8>(scales + g + 6))));
       }
       acc = scaledAdd(acc, sum0, d * load<f32>(xd, 0));
       acc = scaledAdd(acc, sum1, d * load<f32>(xd, 4));
       acc = scaledAdd(acc, sum2, d * load<f32>(xd, 8));
       acc = scaledAdd(acc, sum3, d * load<f32>(xd, 12));
-      xq += 128;
+      xq += 256;
       xd += 16;
     }
     w += 210;

@@ -44,7 +44,8 @@ export function rowBytes(type: i32, cols: i32): i32 {
  * out[b, r] = W[r, :] · x[b, :] for rowStart <= r < rowEnd and b < batch.
  * w: [rows, rowBytes] in the stored encoding; out: [batch, rows] f32.
  * Float types read x: [batch, cols] f32; quantized types read the quantized
- * activations xq: [batch, cols] i8, xd and xs: [batch, cols / 32] f32.
+ * activations xq: [batch, cols] i16 and xd, xs, xb: [batch, cols / 32] f32
+ * (see quantize.ts).
  */
 export function matmul(
   type: i32,
@@ -56,6 +57,7 @@ export function matmul(
   xq: usize,
   xd: usize,
   xs: usize,
+  xb: usize,
   batch: i32,
   rowStart: i32,
   rowEnd: i32,
@@ -65,21 +67,21 @@ export function matmul(
   for (let r = rowStart; r < rowEnd; r++) {
     const row = w + <usize>r * stride;
     for (let b = 0; b < batch; b++) {
-      const xOffset = <usize>b * <usize>cols;
+      const xOffset = <usize>b * <usize>cols; // elements
       const blockOffset = <usize>b * <usize>blocks * 4;
       let value: f32 = 0;
       switch (type) {
         case Q8_0:
-          value = dotQ8_0(row, xq + xOffset, xd + blockOffset, blocks);
+          value = dotQ8_0(row, xq + xOffset * 2, xd + blockOffset, blocks);
           break;
         case Q4_0:
-          value = dotQ4_0(row, xq + xOffset, xd + blockOffset, blocks);
+          value = dotQ4_0(row, xq + xOffset * 2, xd + blockOffset, xb + blockOffset, blocks);
           break;
         case Q4_K:
-          value = dotQ4_K(row, xq + xOffset, xd + blockOffset, xs + blockOffset, cols / 256);
+          value = dotQ4_K(row, xq + xOffset * 2, xd + blockOffset, xs + blockOffset, cols / 256);
           break;
         case Q6_K:
-          value = dotQ6_K(row, xq + xOffset, xd + blockOffset, cols / 256);
+          value = dotQ6_K(row, xq + xOffset * 2, xd + blockOffset, cols / 256);
           break;
         case F32:
           value = dotF32(row, x + xOffset * 4, cols);

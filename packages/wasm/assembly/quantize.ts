@@ -1,16 +1,21 @@
-// Activations quantized on the fly to blocks of 32 int8 values with one float
-// scale (ggml's Q8_0 shape, kept as separate arrays), so matmul against
-// quantized weights runs as integer dot products. Each block also records the
-// float sum of its 32 inputs, which weight types with a per-block minimum
-// (Q4_K) need: sum_i (d*q_i - m) * x_i = d * (q·x) - m * sum_i x_i.
+// Activations quantized on the fly to blocks of 32 int8-range values with one
+// float scale (ggml's Q8_0 rounding, kept as separate arrays), so matmul against
+// quantized weights runs as integer dot products. The values are stored widened
+// to int16, ready for `i32x4.dot_i16x8_s`: every weight row reads them, so
+// widening once here saves it in each row's dot product.
+// Each block also records the float sum of its 32 inputs, which weight types
+// with a per-block minimum (Q4_K) need: sum_i (d*q_i - m) * x_i = d * (q·x) - m * sum_i x_i,
+// and the sum of its 32 quantized values, for types with a fixed offset (Q4_0:
+// sum_i (q_i - 8) * xq_i = q·xq - 8 * sum_i xq_i).
 
 export const Q8_BLOCK = 32;
 
 /**
- * x: [count, cols] f32. Writes xq: [count, cols] i8, xd: [count, cols / 32] f32
- * scales and xs: [count, cols / 32] f32 block sums. cols is a multiple of 32.
+ * x: [count, cols] f32. Writes xq: [count, cols] i16 (values -127..127),
+ * xd: [count, cols / 32] f32 scales, xs: [count, cols / 32] f32 sums of x and
+ * xb: [count, cols / 32] f32 sums of xq. cols is a multiple of 32.
  */
-export function quantizeActivations(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs: usize): void {
+export function quantizeActivations(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs: usize, xb: usize): void {
   const blocks = (count * cols) / Q8_BLOCK;
   for (let b = 0; b < blocks; b++) {
     const v0 = v128.load(x, 0);
@@ -30,27 +35,35 @@ export function quantizeActivations(x: usize, count: i32, cols: i32, xq: usize, 
     const maxAbs = f32x4.extract_lane(amax, 0);
     const inverse = f32x4.splat(maxAbs > 0 ? 127 / maxAbs : 0);
     store<f32>(xd, maxAbs / 127);
-    const low = i8x16.narrow_i16x8_s(
-      i16x8.narrow_i32x4_s(roundToInt(v0, inverse), roundToInt(v1, inverse)),
-      i16x8.narrow_i32x4_s(roundToInt(v2, inverse), roundToInt(v3, inverse)),
-    );
-    const high = i8x16.narrow_i16x8_s(
-      i16x8.narrow_i32x4_s(roundToInt(v4, inverse), roundToInt(v5, inverse)),
-      i16x8.narrow_i32x4_s(roundToInt(v6, inverse), roundToInt(v7, inverse)),
-    );
-    v128.store(xq, low, 0);
-    v128.store(xq, high, 16);
+    const q0 = roundToInt(v0, inverse);
+    const q1 = roundToInt(v1, inverse);
+    const q2 = roundToInt(v2, inverse);
+    const q3 = roundToInt(v3, inverse);
+    const q4 = roundToInt(v4, inverse);
+    const q5 = roundToInt(v5, inverse);
+    const q6 = roundToInt(v6, inverse);
+    const q7 = roundToInt(v7, inverse);
+    v128.store(xq, i16x8.narrow_i32x4_s(q0, q1), 0);
+    v128.store(xq, i16x8.narrow_i32x4_s(q2, q3), 16);
+    v128.store(xq, i16x8.narrow_i32x4_s(q4, q5), 32);
+    v128.store(xq, i16x8.narrow_i32x4_s(q6, q7), 48);
+    let quantSum = i32x4.add(i32x4.add(i32x4.add(q0, q1), i32x4.add(q2, q3)), i32x4.add(i32x4.add(q4, q5), i32x4.add(q6, q7)));
+    quantSum = i32x4.add(quantSum, i32x4.shuffle(quantSum, quantSum, 2, 3, 0, 1));
+    quantSum = i32x4.add(quantSum, i32x4.shuffle(quantSum, quantSum, 1, 0, 3, 2));
+    store<f32>(xb, <f32>i32x4.extract_lane(quantSum, 0));
     let sum = f32x4.add(f32x4.add(f32x4.add(v0, v1), f32x4.add(v2, v3)), f32x4.add(f32x4.add(v4, v5), f32x4.add(v6, v7)));
     sum = f32x4.add(sum, i32x4.shuffle(sum, sum, 2, 3, 0, 1));
     sum = f32x4.add(sum, i32x4.shuffle(sum, sum, 1, 0, 3, 2));
     store<f32>(xs, f32x4.extract_lane(sum, 0));
     x += 128;
-    xq += 32;
+    xq += 64;
     xd += 4;
     xs += 4;
+    xb += 4;
   }
 }
 
+/** Rounds to nearest (ties to even); |v * inverse| <= 127, so the int16 narrowing never saturates. */
 function roundToInt(v: v128, inverse: v128): v128 {
   return i32x4.trunc_sat_f32x4_s(f32x4.nearest(f32x4.mul(v, inverse)));
 }

@@ -122,6 +122,7 @@ class WasmKernels implements Kernels {
   private readonly xQuants: Scratch;
   private readonly xScales: Scratch;
   private readonly xSums: Scratch;
+  private readonly xQuantSums: Scratch;
   private disposed = false;
 
   constructor(
@@ -136,6 +137,7 @@ class WasmKernels implements Kernels {
     this.xQuants = new Scratch(arena);
     this.xScales = new Scratch(arena);
     this.xSums = new Scratch(arena);
+    this.xQuantSums = new Scratch(arena);
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -171,18 +173,20 @@ class WasmKernels implements Kernels {
     let xq = 0;
     let xd = 0;
     let xs = 0;
+    let xb = 0;
     if (!FLOAT_TYPES.has(type)) {
       const blocks = elements / ACTIVATION_BLOCK;
-      xq = this.xQuants.ensure(elements);
+      xq = this.xQuants.ensure(elements * 2); // int16
       xd = this.xScales.ensure(blocks * 4);
       xs = this.xSums.ensure(blocks * 4);
-      this.exports.quantizeActivations(xAddress, batch, cols, xq, xd, xs);
+      xb = this.xQuantSums.ensure(blocks * 4);
+      this.exports.quantizeActivations(xAddress, batch, cols, xq, xd, xs, xb);
     }
     const outAddress = arena.addressOf(out) ?? this.outStage.ensure(batch * rows * 4);
 
     const work = weightBytes * batch;
     const threads = this.minBytesPerThread > 0 ? Math.max(1, Math.floor(work / this.minBytesPerThread)) : this.pool.threads;
-    this.pool.run(Op.MATMUL, [type, outAddress, weights, rows, cols, xAddress, xq, xd, xs, batch], threads);
+    this.pool.run(Op.MATMUL, [type, outAddress, weights, rows, cols, xAddress, xq, xd, xs, xb, batch], threads);
 
     if (arena.addressOf(out) === undefined) {
       out.set(new Float32Array(arena.heap.buffer, outAddress, batch * rows));

@@ -14,7 +14,7 @@ import type { WasmMemory, WasmModule } from "./webassembly.js";
 export interface KernelExports {
   heapBase(): number;
   rowBytes(type: number, cols: number): number;
-  quantizeActivations(x: number, count: number, cols: number, xq: number, xd: number, xs: number): void;
+  quantizeActivations(x: number, count: number, cols: number, xq: number, xd: number, xs: number, xb: number): void;
   matmul(
     type: number,
     out: number,
@@ -25,6 +25,7 @@ export interface KernelExports {
     xq: number,
     xd: number,
     xs: number,
+    xb: number,
     batch: number,
     rowStart: number,
     rowEnd: number,
@@ -52,7 +53,7 @@ export const CONTROL_INTS = 32;
 export const CONTROL_BYTES = CONTROL_INTS * 4;
 
 export const Op = {
-  /** args: type, out, w, rows, cols, x, xq, xd, xs, batch — rows split across threads. */
+  /** args: type, out, w, rows, cols, x, xq, xd, xs, xb, batch — rows split across threads. */
   MATMUL: 1,
 } as const;
 
@@ -100,7 +101,8 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         control[a + 6]! >>> 0,
         control[a + 7]! >>> 0,
         control[a + 8]! >>> 0,
-        control[a + 9]!,
+        control[a + 9]! >>> 0,
+        control[a + 10]!,
         start,
         end,
       );

@@ -123,10 +123,10 @@ describe("llama.cpp reads what we write", { skip: typeof llama === "string" ? ll
   });
 
   /** The last-position logits of each prompt for a model whose embedding is stored as given. */
-  async function logits(name: string, type: GgmlType, data: Float32Array | Uint8Array): Promise<Float32Array[]> {
+  async function logits(name: string, type: GgmlType, data: Float32Array | Uint8Array, alignment?: number): Promise<Float32Array[]> {
     const path = join(folder, `${name}.gguf`);
     const embedding: GgufTensorSpec = { name: "token_embd.weight", shape: [DIM, VOCAB], type, data };
-    await writeFile(path, writeGguf({ metadata: METADATA, tensors: [embedding, ...OTHER_TENSORS] }));
+    await writeFile(path, writeGguf({ metadata: METADATA, tensors: [embedding, ...OTHER_TENSORS], alignment }));
     const model = await (llama as LlamaLike).loadModel({ modelPath: path });
     try {
       const results: Float32Array[] = [];
@@ -165,6 +165,12 @@ describe("llama.cpp reads what we write", { skip: typeof llama === "string" ? ll
       assert.equal(maxDifference(stored, decoded), 0);
     });
   }
+
+  it("a non-default alignment (general.alignment = 64) loads and computes the same", async () => {
+    const aligned = await logits("aligned-64", GgmlType.F32, EMBEDDING, 64);
+    const plain = await logits("aligned-32", GgmlType.F32, EMBEDDING);
+    assert.equal(maxDifference(aligned, plain), 0);
+  });
 
   it("the comparison is sensitive: the unquantized embedding gives other logits than Q4_0", async () => {
     const exact = await logits("exact", GgmlType.F32, EMBEDDING);

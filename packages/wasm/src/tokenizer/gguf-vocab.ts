@@ -133,8 +133,10 @@ export function tokenizerFromGgufMetadata(meta: MetadataSource, source: string):
   for (let id = 0; id < n; id++) kinds[id] = kindOf(types?.[id]);
 
   const sentencePiece = model === "llama";
-  // llama.cpp's defaults when the ids are not recorded.
-  const defaults = sentencePiece ? { bos: 1, eos: 2, unk: 0 } : { bos: 11, eos: 11, unk: undefined };
+  // llama.cpp's SentencePiece defaults when the ids are not recorded. (Its
+  // byte-level default of 11 for both bos and eos is an artefact of one old
+  // model; token 11 is "," in Qwen's vocabulary, so none is assumed here.)
+  const defaults = sentencePiece ? { bos: 1, eos: 2, unk: 0 } : { bos: undefined, eos: undefined, unk: undefined };
   const idKey = (key: string, fallback: number | undefined): number | undefined => {
     const id = md.uint(key) ?? fallback;
     if (id === undefined) return undefined;
@@ -174,6 +176,7 @@ export function tokenizerFromGgufMetadata(meta: MetadataSource, source: string):
     eosIds,
     addEos: md.bool("tokenizer.ggml.add_eos_token") ?? false,
     chatTemplate: md.string("tokenizer.chat_template"),
+    chatTemplateSource: `${source} metadata tokenizer.chat_template`,
   };
 
   let spec: VocabularySpec;

@@ -29,6 +29,8 @@ export interface HfTokenizerFiles {
   modelConfig?: unknown;
   /** A chat template from chat_template.jinja, preferred over tokenizer_config's. */
   chatTemplate?: string;
+  /** Where `chatTemplate` came from, for messages. */
+  chatTemplateSource?: string;
 }
 
 const isObject = (v: unknown): v is Json => v !== null && typeof v === "object" && !Array.isArray(v);
@@ -160,6 +162,7 @@ export function tokenizerFromHfJson(files: HfTokenizerFiles, source: string): Vo
     addBos,
     addEos,
     chatTemplate: files.chatTemplate ?? chatTemplateOf(config),
+    chatTemplateSource: files.chatTemplate !== undefined ? files.chatTemplateSource : `${source.replace(/tokenizer\.json$/, "")}tokenizer_config.json chat_template`,
     bosText: configBos,
     eosText: configEos,
     addedTokenFlags,

@@ -60,6 +60,7 @@ export async function loadHfTokenizer(folder: string): Promise<VocabTokenizer> {
       generationConfig: await readJson(join(folder, "generation_config.json"), false),
       modelConfig: await readJson(join(folder, "config.json"), false),
       chatTemplate: await readOptionalText(join(folder, "chat_template.jinja")),
+      chatTemplateSource: join(folder, "chat_template.jinja"),
     },
     tokenizerPath,
   );

@@ -9,7 +9,7 @@
  * and how pairs merge: by the score of the merged piece (SentencePiece
  * `scores`) or by rank in a merges list.
  */
-import type { Message } from "@infer/core";
+import { InferenceError, type Message } from "@infer/core";
 import { fromByteLevel, toByteLevel } from "./byte-level.js";
 import { renderChat } from "./chat-template.js";
 import { mergeSymbols, type PairPriority } from "./merge.js";
@@ -63,6 +63,8 @@ export interface VocabularySpec {
   addBos: boolean;
   addEos: boolean;
   chatTemplate?: string;
+  /** Where the chat template came from (default: `source`), for messages. */
+  chatTemplateSource?: string;
   bosText?: string;
   eosText?: string;
   /** Per-token matching flags from tokenizer.json added tokens (lstrip / rstrip). */
@@ -165,7 +167,9 @@ export class VocabTokenizer implements Tokenizer {
 
   private checkId(id: number): void {
     if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
-      throw new RangeError(`${this.source}: token id ${id} is outside the vocabulary (size ${this.vocabSize})`);
+      throw new InferenceError("INVALID_OPTION", `${this.source}: token id ${id} is outside the vocabulary (size ${this.vocabSize})`, {
+        details: { source: this.source, id, vocabSize: this.vocabSize },
+      });
     }
   }
 
@@ -333,7 +337,7 @@ export class VocabTokenizer implements Tokenizer {
       addGenerationPrompt: options.addGenerationPrompt ?? true,
       bosToken: this.spec.bosText ?? (this.bosId !== undefined ? this.spec.tokens[this.bosId] : undefined),
       eosToken: this.spec.eosText ?? (this.eosIds.length > 0 ? this.spec.tokens[this.eosIds[0]!] : undefined),
-      source: options.chatTemplate !== undefined ? "the chatTemplate option" : this.source,
+      source: options.chatTemplate !== undefined ? "the chatTemplate option" : (this.spec.chatTemplateSource ?? this.source),
       ...options.extra,
     });
   }

@@ -5,6 +5,8 @@ import { Rng, sampleToken, type SamplerSettings } from "./sampler.js";
 /** What the decoding loop needs from a tokenizer. */
 export interface StreamingDetokenizer {
   push(id: number): string;
+  /** Text still held back (a partial UTF-8 character), as `decode` would render it. */
+  flush(): string;
 }
 
 export interface SequenceRequest {
@@ -69,12 +71,16 @@ export class Sequence {
     this.advance(this.pending.length);
     this.inPrompt = false;
     if (this.request.endIds.has(id)) {
-      this.finish("stop");
+      // A character left incomplete is rendered as decode renders it, with the end token.
+      const rest = this.request.detokenizer.flush();
+      this.finish("stop", rest ? [{ id, text: rest }] : []);
       return;
     }
     this.generatedIds.push(id);
-    const token = { id, text: this.request.detokenizer.push(id) };
-    const released = this.stopper.push(token);
+    const last = this.generatedIds.length >= (this.request.maxTokens ?? Infinity) || this.position >= contextLength;
+    let text = this.request.detokenizer.push(id);
+    if (last) text += this.request.detokenizer.flush();
+    const released = this.stopper.push({ id, text });
     this.tokens.push(...released);
     this.ready.push(...released);
     if (this.stopper.done) {
@@ -92,8 +98,8 @@ export class Sequence {
     this.pending = this.pending.slice(count);
   }
 
-  private finish(reason: FinishReason): void {
-    const rest = this.stopper.flush();
+  private finish(reason: FinishReason, extra: Token[] = []): void {
+    const rest = [...this.stopper.flush(), ...extra];
     this.tokens.push(...rest);
     this.ready.push(...rest);
     this.finishReason = reason;

@@ -1,0 +1,199 @@
+/**
+ * The wasm TextModel on small random models: every architecture through the
+ * public contract, batching against single calls, streaming text against
+ * decode, and bad input that must leave the model usable.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it, test } from "node:test";
+import { capabilitiesOf, isInferenceError, loadModel, type TextModel, type TokenizerModel } from "@infer/core";
+import "@infer/core/node";
+import { runConformanceSuite } from "@infer/core/testing";
+import "../../src/index.js";
+import { writeRandomGguf, writeRandomHf, type RandomArchitecture } from "../../src/testing/index.js";
+import { GgmlType } from "../../src/kernels/types.js";
+
+const dir = await mkdtemp(join(tmpdir(), "infer-wasm-model-"));
+after(() => rm(dir, { recursive: true, force: true }));
+
+const ARCHITECTURES: RandomArchitecture[] = ["llama", "qwen2", "qwen3", "gemma3", "phi3"];
+const paths = new Map<RandomArchitecture, string>();
+before(async () => {
+  for (const architecture of ARCHITECTURES) {
+    const path = join(dir, `${architecture}.gguf`);
+    await writeRandomGguf(path, { architecture, seed: 7, type: GgmlType.Q8_0 });
+    paths.set(architecture, path);
+  }
+});
+
+const CHAT_TEMPLATE =
+  "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+
+describe("every architecture through the contract", () => {
+  for (const architecture of ARCHITECTURES) {
+    it(`${architecture}: generate, stream = decode, batch = single, classify = first token`, async () => {
+      await using model = await loadModel(paths.get(architecture)!, { backend: "wasm" });
+      assert.equal(model.modelType, architecture);
+      const tokenizer = model as unknown as TokenizerModel;
+      const greedy = { temperature: 0, maxTokens: 12, ignoreEos: true };
+      const single = await Promise.all(
+        ["hello", "abc", "xyz!"].map(async (p) => (await model.generateText(p, greedy)).text),
+      );
+      const batch = await model.batchGenerate(["hello", "abc", "xyz!"], greedy);
+      assert.deepEqual(
+        batch.map((b) => b.text),
+        single,
+      );
+      const result = await model.generateText("hello", greedy);
+      assert.equal(result.tokens.length, 12);
+      assert.equal(result.text, tokenizer.decode(result.tokens.map((t) => t.id)));
+      const [classified] = await model.classify(["hello"], { logits: true });
+      assert.equal(classified!.token.id, result.tokens[0]!.id);
+      assert.equal(classified!.logits!.length, model.info().vocabSize);
+      const chat = await model.chatText([{ role: "user", content: "hi" }], { ...greedy, chatTemplate: CHAT_TEMPLATE });
+      assert.equal(chat.tokens.length, 12);
+    });
+  }
+});
+
+test("continuous batching: more prompts than slots equal single calls", async () => {
+  await using model = await loadModel(paths.get("llama")!, { backend: "wasm", parallelSlots: 2 });
+  const prompts = ["a", "bb", "ccc", "dddd", "eeeee"];
+  const options = { temperature: 0.9, seed: 5, maxTokens: 6, ignoreEos: true };
+  const batch = await model.batchGenerate(prompts, options);
+  assert.equal(model.metrics().generatedTokens, 30);
+  for (let i = 0; i < prompts.length; i++) {
+    const single = await model.generateText(prompts[i]!, options);
+    assert.equal(batch[i]!.text, single.text, `prompt ${i}`);
+    assert.equal(batch[i]!.finishReason, "length");
+  }
+});
+
+test("HF safetensors and GGUF of the same random weights generate the same tokens", async () => {
+  const folder = join(dir, "llama-hf");
+  await writeRandomHf(folder, { architecture: "llama", seed: 11 });
+  const gguf = join(dir, "llama-f32.gguf");
+  await writeRandomGguf(gguf, { architecture: "llama", seed: 11, type: GgmlType.F32 });
+  await using hf = await loadModel(folder, { backend: "wasm" });
+  await using gg = await loadModel(gguf, { backend: "wasm" });
+  const options = { temperature: 0, maxTokens: 16, ignoreEos: true };
+  const a = await hf.generateText("the same", options);
+  const b = await gg.generateText("the same", options);
+  assert.deepEqual(
+    a.tokens.map((t) => t.id),
+    b.tokens.map((t) => t.id),
+  );
+});
+
+describe("bad input leaves the model usable", () => {
+  let model: TextModel;
+  before(async () => {
+    model = await loadModel(paths.get("qwen2")!, { backend: "wasm", contextLength: 32 });
+  });
+  after(() => model.close());
+
+  const expectCode = async (work: Promise<unknown>, code: string, mentions?: string) => {
+    await assert.rejects(work, (error: unknown) => {
+      assert.ok(isInferenceError(error), `expected InferenceError, got ${String(error)}`);
+      assert.equal(error.code, code);
+      if (mentions) assert.match(error.message, new RegExp(mentions));
+      return true;
+    });
+  };
+
+  it("a prompt longer than the context fails with CONTEXT_OVERFLOW naming both sizes", async () => {
+    await expectCode(model.generateText("x".repeat(100)), "CONTEXT_OVERFLOW", "32");
+    assert.equal(model.err()?.message.includes("32"), true);
+    const ok = await model.generateText("hi", { temperature: 0, maxTokens: 3, ignoreEos: true });
+    assert.equal(ok.tokens.length, 3);
+    assert.equal(model.err(), undefined);
+  });
+
+  it("generation stops at the end of the context with reason length", async () => {
+    const result = await model.generateText("hi", { temperature: 0, ignoreEos: true });
+    assert.equal(result.finishReason, "length");
+    assert.equal(model.metrics().promptTokens + result.tokens.length, 32 + 1);
+  });
+
+  it("a batch with one oversized prompt fails only that prompt", async () => {
+    const results = await model.batchGenerate(["ok", "y".repeat(100), "fine"], { temperature: 0, maxTokens: 2, ignoreEos: true });
+    assert.equal(results[0]!.finishReason, "length");
+    assert.equal(results[1]!.finishReason, "error");
+    assert.equal((results[1]!.error as { code?: string }).code, "CONTEXT_OVERFLOW");
+    assert.equal(results[2]!.tokens.length, 2);
+  });
+
+  it("a stop token outside the vocabulary is INVALID_OPTION", async () => {
+    await expectCode(model.generateText("hi", { stopTokens: [10_000_000] }), "INVALID_OPTION", "stopTokens");
+  });
+
+  it("chat without any template is NO_CHAT_TEMPLATE", async () => {
+    await expectCode(model.chatText([{ role: "user", content: "hi" }]), "NO_CHAT_TEMPLATE");
+  });
+
+  it("an aborted batch returns reason abort for every prompt, then the model works", async () => {
+    const controller = new AbortController();
+    controller.abort();
+    const aborted = await model.batchGenerate(["a", "b"], { signal: controller.signal });
+    assert.deepEqual(
+      aborted.map((r) => r.finishReason),
+      ["abort", "abort"],
+    );
+    const results = await model.batchGenerate(["a", "b"], { temperature: 0, maxTokens: 2, ignoreEos: true });
+    assert.deepEqual(
+      results.map((r) => r.tokens.length),
+      [2, 2],
+    );
+  });
+});
+
+test("load options the engine cannot honour fail with clear codes", async () => {
+  const path = paths.get("llama")!;
+  const cases: [object, string, string][] = [
+    [{ adapterPath: "/x" }, "UNSUPPORTED", "adapterPath"],
+    [{ draftModel: "/x" }, "UNSUPPORTED", "draftModel"],
+    [{ gpuLayers: 5 }, "UNSUPPORTED", "gpuLayers"],
+    [{ contextLength: 2 ** 40 }, "INVALID_OPTION", "contextLength"],
+    [{ threads: 0 }, "INVALID_OPTION", "threads"],
+  ];
+  for (const [options, code, field] of cases) {
+    await assert.rejects(loadModel(path, { backend: "wasm", ...options }), (error: unknown) => {
+      assert.ok(isInferenceError(error, code as never), `${JSON.stringify(options)}: ${String(error)}`);
+      assert.match((error as Error).message, new RegExp(field));
+      return true;
+    });
+  }
+});
+
+test("a missing tokenizer in an HF folder is MODEL_FORMAT naming the file", async () => {
+  const folder = join(dir, "no-tokenizer");
+  await writeRandomHf(folder, { architecture: "llama", seed: 3 });
+  await rm(join(folder, "tokenizer.json"));
+  await writeFile(join(folder, "tokenizer_config.json"), "{}");
+  await assert.rejects(loadModel(folder, { backend: "wasm" }), (error: unknown) => {
+    assert.ok(isInferenceError(error, "MODEL_FORMAT"), String(error));
+    assert.match((error as Error).message, /tokenizer/);
+    return true;
+  });
+});
+
+test("capabilities of a wasm model", async () => {
+  await using model = await loadModel(paths.get("llama")!, { backend: "wasm" });
+  const report = capabilitiesOf(model);
+  assert.equal(report.tokenizer, "supported");
+  assert.equal(report["batch.generate"], "supported");
+  assert.equal(report["probe.logits"], "supported");
+  assert.equal(report.grammar, "unsupported");
+});
+
+runConformanceSuite({
+  name: "wasm random qwen3 Q8_0",
+  load: async () => {
+    const path = join(dir, "conformance-qwen3.gguf");
+    await writeRandomGguf(path, { architecture: "qwen3", seed: 21, type: GgmlType.Q8_0 });
+    return loadModel(path, { backend: "wasm" });
+  },
+  prompt: "abc",
+});

@@ -200,11 +200,12 @@ function readNumbers(cursor: GgufCursor, type: number, count: number, field: str
   const itemBytes = GGUF_SCALAR_BYTES.get(type);
   if (itemBytes === undefined || type === GgufValueType.BOOL) return undefined;
   cursor.need(count * itemBytes, field);
+  // Typed arrays use the host's byte order; GGUF is little-endian.
+  if (!hostIsLittleEndian) throw cursor.fail(field, "reading GGUF on a big-endian host is not supported");
   // Copy into a fresh aligned buffer: the source offset is rarely aligned for a typed array view.
   const start = cursor.bytes.byteOffset + cursor.position;
   const copy = cursor.bytes.buffer.slice(start, start + count * itemBytes);
   cursor.position += count * itemBytes;
-  if (!hostIsLittleEndian) throw cursor.fail(field, "reading GGUF on a big-endian host is not supported");
   switch (type as GgufValueType) {
     case GgufValueType.UINT8:
       return new Uint8Array(copy);

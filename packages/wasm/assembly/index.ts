@@ -2,7 +2,7 @@
 // memory the host imports; the module allocates nothing itself, so any number
 // of instances (one per worker thread) can run on the same memory at once.
 
-import { dotF32, dotHalf, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
+import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
 export { quantizeActivations } from "./quantize";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
@@ -87,10 +87,10 @@ export function matmul(
           value = dotF32(row, x + xOffset * 4, cols);
           break;
         case F16:
-          value = dotHalf(row, x + xOffset * 4, cols, false);
+          value = dotF16(row, x + xOffset * 4, cols);
           break;
         case BF16:
-          value = dotHalf(row, x + xOffset * 4, cols, true);
+          value = dotBF16(row, x + xOffset * 4, cols);
           break;
         default:
           unreachable();

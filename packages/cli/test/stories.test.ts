@@ -1,0 +1,36 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { test } from "node:test";
+
+// dist/test/ -> the repository root is four levels up; the shared models sit beside it.
+// --threads 1: the machine running tests is shared, and spinning worker threads of a tiny model only slow it down.
+const models = fileURLToPath(new URL("../../../../../shared/models/", import.meta.url));
+const gguf = `${models}stories260K/stories260K.gguf`;
+const bin = fileURLToPath(new URL("../src/bin.js", import.meta.url));
+const skip = existsSync(gguf) ? false : `needs ${gguf} (the shared test models are not here)`;
+
+test("infer run stories260K greedy prints llama2.c's expected 200 tokens", { skip, timeout: 120_000 }, () => {
+  const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8");
+  const result = spawnSync(process.execPath, [bin, "run", gguf, "", "--max-tokens", "200", "--temperature", "0", "--threads", "1"], { encoding: "utf8" });
+  assert.equal(result.status, 0, result.stderr);
+  assert.equal(result.stdout, expected);
+});
+
+test("infer run --json and infer info on stories260K", { skip, timeout: 120_000 }, () => {
+  const run = spawnSync(process.execPath, [bin, "run", gguf, "", "-n", "20", "-t", "0", "--json", "--threads", "1"], { encoding: "utf8" });
+  assert.equal(run.status, 0, run.stderr);
+  const result = JSON.parse(run.stdout);
+  const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8");
+  assert.ok(expected.startsWith(result.text) && result.text.length > 20, result.text);
+  assert.equal(result.finishReason, "length");
+  assert.equal(result.metrics.generatedTokens, 20);
+  const info = spawnSync(process.execPath, [bin, "info", gguf, "--threads", "1"], { encoding: "utf8" });
+  assert.equal(info.status, 0, info.stderr);
+  // stories260K: llama, 5 layers, dim 64, a 512-token SentencePiece vocabulary (README of the shared models).
+  assert.match(info.stdout, /^architecture\s+llama$/m);
+  assert.match(info.stdout, /^layers\s+5$/m);
+  assert.match(info.stdout, /^hidden size\s+64$/m);
+  assert.match(info.stdout, /^vocabulary\s+512$/m);
+});

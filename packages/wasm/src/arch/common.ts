@@ -88,6 +88,26 @@ export function readRopeScaling(r: ConfigReader): RopeScaling {
   switch (type) {
     case "default":
       return { type: "none" };
+    case "longrope":
+    case "su": {
+      const factorList = (key: string): number[] => {
+        const value = fields[key];
+        if (!Array.isArray(value) || !value.every((v) => typeof v === "number")) throw r.missing(`rope_scaling.${key}`, undefined);
+        return value as number[];
+      };
+      const contextLength = r.positiveInt("max_position_embeddings", undefined);
+      const original = r.positiveInt("original_max_position_embeddings", undefined, contextLength);
+      const factor = contextLength / original;
+      const stated = fields.attention_factor;
+      return {
+        type: "longrope",
+        shortFactors: factorList("short_factor"),
+        longFactors: factorList("long_factor"),
+        originalContextLength: original,
+        attentionFactor:
+          typeof stated === "number" ? stated : factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(original)),
+      };
+    }
     case "linear":
       return { type: "linear", factor: numberField("factor") };
     case "llama3":
@@ -104,7 +124,7 @@ export function readRopeScaling(r: ConfigReader): RopeScaling {
 }
 
 function unsupportedScaling(r: ConfigReader, type: string): InferenceError {
-  return new InferenceError("UNSUPPORTED", `${r.file}: RoPE scaling "${type}" is not supported (none, linear, llama3 are)`, {
+  return new InferenceError("UNSUPPORTED", `${r.file}: RoPE scaling "${type}" is not supported (none, linear, llama3, longrope are)`, {
     details: { file: r.file, ropeScaling: type },
   });
 }
@@ -163,6 +183,11 @@ export function loadEmbeddingAndOutput(
 
 /** Inverse RoPE frequencies of the global layers, with GGUF's rope_freqs.weight factors when present. */
 export function globalRope(source: WeightSource, config: ModelConfig): Float64Array {
+  if (config.ropeScaling.type === "longrope") {
+    throw new InferenceError("UNSUPPORTED", `${source.file}: LongRoPE scaling is supported for phi3 only, not ${config.architecture}`, {
+      details: { file: source.file, ropeScaling: "longrope" },
+    });
+  }
   const factors = source.optionalVector("rope_freqs.weight", config.rotaryDim / 2, false);
   return ropeInverseFrequencies(config.rotaryDim, config.ropeTheta, config.ropeScaling, factors);
 }

@@ -1,12 +1,15 @@
 /**
  * Phi-3 / Phi-4-mini: the llama block with the q, k, v projections fused into
  * one matrix (rows q | k | v) and gate and up fused into one (rows gate | up),
- * rotate_half RoPE (optionally over part of each head), sliding window on every layer.
+ * rotate_half RoPE (optionally over part of each head, optionally LongRoPE-scaled),
+ * sliding window on every layer.
  */
+import { InferenceError } from "@infer/core";
 import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
 import { columns, linear, norm, selfAttention, type ForwardContext } from "../engine/layers.js";
 import type { WeightSource } from "../engine/weights.js";
+import { ropeInverseFrequencies } from "../engine/rope.js";
 import { addInPlace, gatedActivation } from "../kernels/ops.js";
 import type { Architecture } from "./types.js";
 import { globalRope, hfTensorName, HF_LAYER_NAMES, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
@@ -18,14 +21,58 @@ export function readPhi3Config(r: ConfigReader): ModelConfig {
   config.ropeMode = "neox";
   const window = r.optionalNumber("sliding_window", "attention.sliding_window") ?? 0;
   config.layerWindows.fill(window);
+  // llama.cpp's converter writes LongRoPE as these keys plus rope_factors_short/long.weight tensors.
+  const attentionFactor = r.optionalNumber(undefined, "rope.scaling.attn_factor");
+  if (r.format === "gguf" && attentionFactor !== undefined) {
+    config.ropeScaling = {
+      type: "longrope",
+      originalContextLength: r.positiveInt(undefined, "rope.scaling.original_context_length", config.contextLength),
+      attentionFactor,
+    };
+  }
   return config;
+}
+
+/** RoPE of one forward call: LongRoPE switches factors by the context the cache holds. */
+interface RopeChoice {
+  inverseFrequencies: Float64Array;
+  magnitude: number;
+}
+
+function loadRope(source: WeightSource, config: ModelConfig): (contextLength: number) => RopeChoice {
+  const scaling = config.ropeScaling;
+  const pairs = config.rotaryDim / 2;
+  const hasFactorTensors = source.has("rope_factors_short.weight") && source.has("rope_factors_long.weight");
+  if (scaling.type !== "longrope" && !hasFactorTensors) {
+    const plain = { inverseFrequencies: globalRope(source, config), magnitude: 1 };
+    return () => plain;
+  }
+  const longrope =
+    scaling.type === "longrope" ? scaling : { originalContextLength: config.contextLength, attentionFactor: 1, shortFactors: undefined, longFactors: undefined };
+  const factors = (list: number[] | undefined, tensor: string): Float32Array => {
+    if (!list) return source.vector(tensor, pairs, false);
+    if (list.length !== pairs) {
+      throw new InferenceError("MODEL_FORMAT", `${source.file}: rope_scaling has ${list.length} factors, expected ${pairs}`, {
+        details: { file: source.file, field: "rope_scaling" },
+      });
+    }
+    return Float32Array.from(list);
+  };
+  const table = (list: number[] | undefined, tensor: string): RopeChoice => ({
+    inverseFrequencies: ropeInverseFrequencies(config.rotaryDim, config.ropeTheta, { type: "none" }, factors(list, tensor)),
+    magnitude: longrope.attentionFactor,
+  });
+  const short = table(longrope.shortFactors, "rope_factors_short.weight");
+  const long = table(longrope.longFactors, "rope_factors_long.weight");
+  return (contextLength) => (contextLength > longrope.originalContextLength ? long : short);
 }
 
 // ---- weights -----------------------------------------------------------------
 
 interface Phi3Layer {
   attnNorm: Float32Array; // [hidden]
-  qkv: WeightMatrix; // [(numHeads + 2 * numKVHeads) * headDim, hidden]
+  /** Fused [(numHeads + 2 * numKVHeads) * headDim, hidden], or separate q, k, v. */
+  qkv: WeightMatrix | [q: WeightMatrix, k: WeightMatrix, v: WeightMatrix];
   o: WeightMatrix; // [hidden, numHeads * headDim]
   ffnNorm: Float32Array; // [hidden]
   gateUp: WeightMatrix; // [2 * ffn, hidden]: gate rows then up rows
@@ -40,9 +87,17 @@ const PHI3_HF_LAYER_NAMES: Readonly<Record<string, string>> = {
 function loadLayer(source: WeightSource, config: ModelConfig, i: number): Phi3Layer {
   const { hiddenSize: hidden, numHeads, numKVHeads, headDim, ffnSize } = config;
   const name = (part: string) => `blk.${i}.${part}.weight`;
+  // Some GGUF conversions store q, k and v apart.
+  const qkv: Phi3Layer["qkv"] = source.has(name("attn_qkv"))
+    ? source.matrix(name("attn_qkv"), (numHeads + 2 * numKVHeads) * headDim, hidden)
+    : [
+        source.matrix(name("attn_q"), numHeads * headDim, hidden),
+        source.matrix(name("attn_k"), numKVHeads * headDim, hidden),
+        source.matrix(name("attn_v"), numKVHeads * headDim, hidden),
+      ];
   return {
     attnNorm: source.vector(name("attn_norm"), hidden),
-    qkv: source.matrix(name("attn_qkv"), (numHeads + 2 * numKVHeads) * headDim, hidden),
+    qkv,
     o: source.matrix(name("attn_output"), hidden, numHeads * headDim),
     ffnNorm: source.vector(name("ffn_norm"), hidden),
     gateUp: source.matrix(name("ffn_up"), 2 * ffnSize, hidden),
@@ -52,16 +107,25 @@ function loadLayer(source: WeightSource, config: ModelConfig, i: number): Phi3La
 
 // ---- attention ---------------------------------------------------------------
 
-function attention(ctx: ForwardContext, index: number, layer: Phi3Layer, h: Float32Array, rope: Float64Array): Float32Array {
+function attention(ctx: ForwardContext, index: number, layer: Phi3Layer, h: Float32Array, rope: RopeChoice): Float32Array {
   const { numHeads, numKVHeads, headDim } = ctx.config;
   const qDim = numHeads * headDim;
   const kvDim = numKVHeads * headDim;
-  const total = qDim + 2 * kvDim;
-  const qkv = linear(ctx, layer.qkv, h); // [tokens, qDim + 2 * kvDim]
-  const q = columns(ctx, qkv, total, 0, qDim);
-  const k = columns(ctx, qkv, total, qDim, kvDim);
-  const v = columns(ctx, qkv, total, qDim + kvDim, kvDim);
-  const attended = selfAttention(ctx, index, q, k, v, { inverseFrequencies: rope, window: ctx.config.layerWindows[index]! });
+  let q: Float32Array, k: Float32Array, v: Float32Array;
+  if (Array.isArray(layer.qkv)) {
+    [q, k, v] = layer.qkv.map((w) => linear(ctx, w, h)) as [Float32Array, Float32Array, Float32Array];
+  } else {
+    const total = qDim + 2 * kvDim;
+    const qkv = linear(ctx, layer.qkv, h); // [tokens, qDim + 2 * kvDim]
+    q = columns(ctx, qkv, total, 0, qDim);
+    k = columns(ctx, qkv, total, qDim, kvDim);
+    v = columns(ctx, qkv, total, qDim + kvDim, kvDim);
+  }
+  const attended = selfAttention(ctx, index, q, k, v, {
+    inverseFrequencies: rope.inverseFrequencies,
+    ropeMagnitude: rope.magnitude,
+    window: ctx.config.layerWindows[index]!,
+  });
   return linear(ctx, layer.o, attended);
 }
 
@@ -78,7 +142,7 @@ function mlp(ctx: ForwardContext, layer: Phi3Layer, h: Float32Array): Float32Arr
 
 // ---- block -------------------------------------------------------------------
 
-function block(ctx: ForwardContext, index: number, layer: Phi3Layer, x: Float32Array, rope: Float64Array): void {
+function block(ctx: ForwardContext, index: number, layer: Phi3Layer, x: Float32Array, rope: RopeChoice): void {
   addInPlace(x, attention(ctx, index, layer, norm(ctx, x, layer.attnNorm), rope));
   addInPlace(x, mlp(ctx, layer, norm(ctx, x, layer.ffnNorm)));
 }
@@ -94,10 +158,11 @@ export const phi3: Architecture = {
   load(source, config) {
     const head = loadEmbeddingAndOutput(source, config);
     const layers = Array.from({ length: config.numLayers }, (_, i) => loadLayer(source, config, i));
-    const rope = globalRope(source, config);
+    const ropeFor = loadRope(source, config);
     return {
       ...head,
       runLayers(ctx, x) {
+        const rope = ropeFor(ctx.cache.contextLength);
         layers.forEach((layer, i) => block(ctx, i, layer, x, rope));
       },
     };

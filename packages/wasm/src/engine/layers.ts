@@ -52,6 +52,8 @@ export function columns(ctx: ForwardContext, x: Float32Array, total: number, sta
 export interface AttentionOptions {
   /** Inverse RoPE frequencies, [rotaryDim / 2]. */
   inverseFrequencies: Float64Array;
+  /** Scale of the rotated dims (LongRoPE's attention factor); default 1. */
+  ropeMagnitude?: number;
   /** Attention window in tokens (0 = full). */
   window: number;
 }
@@ -71,8 +73,9 @@ export function selfAttention(
   options: AttentionOptions,
 ): Float32Array {
   const { numHeads, numKVHeads, headDim, ropeMode, attentionScale, attentionSoftcap } = ctx.config;
-  applyRope(q, ctx.tokens, numHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode);
-  applyRope(k, ctx.tokens, numKVHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode);
+  const magnitude = options.ropeMagnitude ?? 1;
+  applyRope(q, ctx.tokens, numHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
+  applyRope(k, ctx.tokens, numKVHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
   const cache = ctx.cache;
   const kvDim = numKVHeads * headDim;
   const keys = cache.keys[layer]!;

@@ -75,13 +75,24 @@ async function loadHf(folder: string, options: LoadOptions): Promise<LoadedTrans
     .filter((name): name is string => typeof name === "string");
   const architecture = findArchitecture("safetensors", names, configFile);
   const config = architecture.readConfig(ConfigReader.fromHf(configFile, hf.config));
-  // Multimodal wrappers keep the language model under a prefix.
-  const prefix = hf.tensors.has("model.embed_tokens.weight") || !hf.tensors.has("language_model.model.embed_tokens.weight")
-    ? ""
-    : "language_model.";
-  const source = new WeightSource(folder, "safetensors", hf.tensors, (name) => prefix + architecture.hfTensorName(name));
+  const wrapped = multimodalNames(hf.tensors);
+  const source = new WeightSource(folder, "safetensors", hf.tensors, (name) => wrapped(architecture.hfTensorName(name)));
   const model = architecture.load(source, config);
   return finish(config, model, source, options, { format: "safetensors", folder, config: hf.config });
+}
+
+/**
+ * Multimodal checkpoints (e.g. Gemma 3 4B+) keep the language model under a
+ * prefix: "language_model.model.…" / "language_model.lm_head.weight" (older
+ * transformers) or "model.language_model.…" with "lm_head.weight" (newer).
+ */
+function multimodalNames(tensors: ReadonlyMap<string, unknown>): (name: string) => string {
+  if (tensors.has("model.embed_tokens.weight")) return (name) => name;
+  if (tensors.has("language_model.model.embed_tokens.weight")) return (name) => `language_model.${name}`;
+  if (tensors.has("model.language_model.embed_tokens.weight")) {
+    return (name) => (name.startsWith("model.") ? `model.language_model.${name.slice("model.".length)}` : name);
+  }
+  return (name) => name;
 }
 
 function finish(

@@ -6,7 +6,19 @@ export type RopeScaling =
   /** Positions divided by `factor` (HF rope_type "linear"; GGUF rope.scaling.type "linear"). */
   | { type: "linear"; factor: number }
   /** Llama 3.1's frequency-dependent scaling (HF rope_scaling.rope_type "llama3"). */
-  | { type: "llama3"; factor: number; lowFreqFactor: number; highFreqFactor: number; originalContextLength: number };
+  | { type: "llama3"; factor: number; lowFreqFactor: number; highFreqFactor: number; originalContextLength: number }
+  /**
+   * Phi-3's LongRoPE: per-pair divisors (short ones up to originalContextLength
+   * positions, long ones beyond) and a magnitude on the rotated dims. GGUF keeps
+   * the factors as tensors (rope_factors_short/long.weight), so they may be absent here.
+   */
+  | {
+      type: "longrope";
+      shortFactors?: number[];
+      longFactors?: number[];
+      originalContextLength: number;
+      attentionFactor: number;
+    };
 
 /**
  * Inverse frequency of each rotated pair i < rotaryDim / 2: θ^(-2i / rotaryDim),
@@ -35,6 +47,7 @@ export function ropeInverseFrequencies(
 function scaleFrequency(frequency: number, scaling: RopeScaling): number {
   switch (scaling.type) {
     case "none":
+    case "longrope": // its factors come in as freqFactors
       return frequency;
     case "linear":
       return frequency / scaling.factor;

@@ -52,7 +52,8 @@ export type RopeMode = "normal" | "neox";
 
 /**
  * Rotates the first `rotaryDim` dims of each head of x: [tokens, heads, headDim],
- * token t by angle positions[t] * inverseFrequencies[i] for pair i.
+ * token t by angle positions[t] * inverseFrequencies[i] for pair i, and scales
+ * the rotated dims by `magnitude` (LongRoPE's attention factor; 1 otherwise).
  */
 export function applyRope(
   x: Float32Array,
@@ -62,6 +63,7 @@ export function applyRope(
   positions: Int32Array,
   inverseFrequencies: Float64Array,
   mode: RopeMode,
+  magnitude = 1,
 ): void {
   const pairs = inverseFrequencies.length; // rotaryDim / 2
   const cos = new Float64Array(pairs);
@@ -70,8 +72,8 @@ export function applyRope(
     const position = positions[t]!;
     for (let i = 0; i < pairs; i++) {
       const angle = position * inverseFrequencies[i]!;
-      cos[i] = Math.cos(angle);
-      sin[i] = Math.sin(angle);
+      cos[i] = Math.cos(angle) * magnitude;
+      sin[i] = Math.sin(angle) * magnitude;
     }
     for (let h = 0; h < heads; h++) {
       const base = (t * heads + h) * headDim;

@@ -1,5 +1,6 @@
 // Test helpers: small random models of every architecture, in GGUF and Hugging Face layouts.
 export {
+  longRopeParameters,
   permuteForNormalRope,
   randomModelDims,
   randomTensors,

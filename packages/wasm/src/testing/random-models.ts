@@ -33,6 +33,23 @@ export interface RandomModelSpec {
   slidingWindow?: number;
   /** Llama only: Llama 3.1 RoPE scaling (HF rope_scaling; GGUF rope_freqs.weight). */
   llama3RopeScaling?: { factor: number; lowFreqFactor: number; highFreqFactor: number; originalContextLength: number };
+  /**
+   * Phi-3 only: LongRoPE trained for `originalContextLength` positions (below contextLength),
+   * with fixed short factors 1 + 0.1 i and long factors 1 + 0.5 i.
+   */
+  longRope?: { originalContextLength: number };
+}
+
+/** LongRoPE factors and attention factor of a random Phi-3 spec (HF's formula for the factor). */
+export function longRopeParameters(dims: RandomModelDims): { short: number[]; long: number[]; attentionFactor: number } {
+  const pairs = dims.headDim / 2;
+  const original = dims.longRope!.originalContextLength;
+  const factor = dims.contextLength / original;
+  return {
+    short: Array.from({ length: pairs }, (_, i) => 1 + 0.1 * i),
+    long: Array.from({ length: pairs }, (_, i) => 1 + 0.5 * i),
+    attentionFactor: factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(original)),
+  };
 }
 
 export interface RandomGgufSpec extends RandomModelSpec {
@@ -45,8 +62,8 @@ export interface RandomHfSpec extends RandomModelSpec {
 }
 
 /** Dimensions with every default filled in. */
-export type RandomModelDims = Required<Omit<RandomModelSpec, "llama3RopeScaling">> &
-  Pick<RandomModelSpec, "llama3RopeScaling"> & { vocabSize: number };
+export type RandomModelDims = Required<Omit<RandomModelSpec, "llama3RopeScaling" | "longRope">> &
+  Pick<RandomModelSpec, "llama3RopeScaling" | "longRope"> & { vocabSize: number };
 
 /** Gemma 3's local layers: every 6th layer is global (llama.cpp hard-codes 6). */
 const GEMMA3_PATTERN = 6;
@@ -74,6 +91,7 @@ export function randomModelDims(spec: RandomModelSpec): RandomModelDims {
     tiedEmbeddings: spec.tiedEmbeddings ?? gemma,
     slidingWindow: spec.slidingWindow ?? (gemma ? 8 : spec.architecture === "phi3" ? contextLength : 0),
     llama3RopeScaling: spec.llama3RopeScaling,
+    longRope: spec.longRope,
     vocabSize: byteVocab().tokens.length,
   };
 }
@@ -199,6 +217,14 @@ export async function writeRandomGguf(path: string, spec: RandomGgufSpec): Promi
   if (dims.llama3RopeScaling) {
     tensors.push({ name: "rope_freqs.weight", shape: [dims.headDim / 2], type: GgmlType.F32, data: llama3FreqFactors(dims) });
   }
+  if (dims.longRope) {
+    const { short, long, attentionFactor } = longRopeParameters(dims);
+    metadata[`${arch}.rope.scaling.attn_factor`] = f32(attentionFactor);
+    metadata[`${arch}.rope.scaling.original_context_length`] = u32(dims.longRope.originalContextLength);
+    const factorTensor = (name: string, values: number[]): GgufTensorSpec =>
+      ({ name, shape: [values.length], type: GgmlType.F32, data: Float32Array.from(values) });
+    tensors.push(factorTensor("rope_factors_long.weight", long), factorTensor("rope_factors_short.weight", short));
+  }
   await writeGgufFile(path, { metadata, tensors });
   return dims;
 }
@@ -279,6 +305,11 @@ export async function writeRandomHf(folder: string, spec: RandomHfSpec): Promise
       high_freq_factor: s.highFreqFactor,
       original_max_position_embeddings: s.originalContextLength,
     };
+  }
+  if (dims.longRope) {
+    const { short, long } = longRopeParameters(dims);
+    config.original_max_position_embeddings = dims.longRope.originalContextLength;
+    config.rope_scaling = { type: "longrope", short_factor: short, long_factor: long };
   }
   if (arch === "qwen2") config.use_sliding_window = false;
   if (arch === "phi3") config.sliding_window = dims.slidingWindow;

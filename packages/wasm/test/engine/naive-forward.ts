@@ -6,11 +6,12 @@
  * GGUF conversions) rather than the formulas, which kernels.test.ts checks.
  */
 import { ropeInverseFrequencies, type RopeScaling } from "../../src/engine/rope.js";
-import { randomTensors, type RandomModelDims } from "../../src/testing/random-models.js";
+import { longRopeParameters, randomTensors, type RandomModelDims } from "../../src/testing/random-models.js";
 
 type Vector = Float64Array;
 
-export function naiveLogits(dims: RandomModelDims, tokens: number[]): Float64Array[] {
+/** `contextLength`: the context the run is set up for (LongRoPE picks its factors by it). */
+export function naiveLogits(dims: RandomModelDims, tokens: number[], contextLength = dims.contextLength): Float64Array[] {
   const weights = new Map(randomTensors(dims).map((t) => [t.name, t]));
   const get = (name: string) => {
     const tensor = weights.get(name);
@@ -45,7 +46,15 @@ export function naiveLogits(dims: RandomModelDims, tokens: number[]): Float64Arr
     gemma ? 0.5 * v * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v ** 3))) : v / (1 + Math.exp(-v));
 
   const scaling: RopeScaling = dims.llama3RopeScaling ? { type: "llama3", ...dims.llama3RopeScaling } : { type: "none" };
-  const globalFrequencies = ropeInverseFrequencies(headDim, dims.ropeTheta, scaling);
+  let globalFrequencies = ropeInverseFrequencies(headDim, dims.ropeTheta, scaling);
+  let ropeMagnitude = 1;
+  if (dims.longRope) {
+    // HF _compute_longrope_parameters: inv_freq = 1 / (ext_factors * base^(2i/d)); cos and sin times attention_factor.
+    const { short, long, attentionFactor } = longRopeParameters(dims);
+    const factors = contextLength > dims.longRope.originalContextLength ? long : short;
+    globalFrequencies = Float64Array.from(factors, (f, i) => 1 / (f * Math.pow(dims.ropeTheta, (2 * i) / headDim)));
+    ropeMagnitude = attentionFactor;
+  }
   const localFrequencies = ropeInverseFrequencies(headDim, 10000, { type: "none" });
   const isLocal = (layer: number) => (gemma ? (layer + 1) % 6 !== 0 : arch === "phi3");
   /** HF rotate_half on one head. */
@@ -54,7 +63,7 @@ export function naiveLogits(dims: RandomModelDims, tokens: number[]): Float64Arr
     return head.map((v, j) => {
       const angle = position * frequencies[j % half]!;
       const rotated = j < half ? -head[j + half]! : head[j - half]!;
-      return v * Math.cos(angle) + rotated * Math.sin(angle);
+      return (v * Math.cos(angle) + rotated * Math.sin(angle)) * ropeMagnitude;
     });
   };
 

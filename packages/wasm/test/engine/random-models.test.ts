@@ -12,6 +12,8 @@ import { join } from "node:path";
 import { GgmlType } from "../../src/kernels/types.js";
 import { loadTransformer, type Transformer } from "../../src/engine/transformer.js";
 import { writeRandomGguf, writeRandomHf, type RandomArchitecture, type RandomModelSpec } from "../../src/testing/index.js";
+import { readGguf } from "../../src/formats/gguf.js";
+import { writeGgufFile, type GgufTensorSpec } from "../../src/formats/gguf-writer.js";
 import { naiveLogits } from "./naive-forward.js";
 import { argmax, maxRelativeError } from "./helpers.js";
 
@@ -19,7 +21,7 @@ const ARCHITECTURES: RandomArchitecture[] = ["llama", "qwen2", "qwen3", "gemma3"
 /** 14 tokens: longer than Gemma's test window of 8, so sliding layers mask something. */
 const PROMPT = [5, 77, 261, 32, 104, 101, 108, 108, 111, 258, 44, 200, 3, 99];
 
-function prefill(transformer: Transformer, tokens: number[]): Float32Array {
+function prefill(transformer: Transformer, tokens: number[], cacheLength = 32): Float32Array {
   const n = tokens.length;
   return transformer.forward(
     {
@@ -28,7 +30,7 @@ function prefill(transformer: Transformer, tokens: number[]): Float32Array {
       seqIds: new Int32Array(n),
       logitRows: Int32Array.from(tokens, (_, i) => i),
     },
-    transformer.createCache(1, 32),
+    transformer.createCache(1, cacheLength),
   );
 }
 
@@ -164,5 +166,53 @@ test("prefill in one batch, token-by-token decode, and two interleaved sequences
       assert.ok(maxRelativeError(branched, fresh.subarray(6 * vocab)) < 1e-5, `${architecture} truncate`);
       assert.equal(argmax(branched), argmax(fresh, 6 * vocab, vocab));
     }
+  });
+});
+
+test("phi3 LongRoPE (HF rope_scaling and GGUF rope_factors tensors) picks short or long factors by the cache's context", async () => {
+  await withFolder(async (dir) => {
+    const spec: RandomModelSpec = { architecture: "phi3", seed: 21, contextLength: 128, longRope: { originalContextLength: 32 } };
+    const dims = await writeRandomGguf(join(dir, "phi3.gguf"), spec);
+    await writeRandomHf(join(dir, "hf"), spec);
+    const gguf = (await loadTransformer(join(dir, "phi3.gguf"))).transformer;
+    const hf = (await loadTransformer(join(dir, "hf"))).transformer;
+    for (const cacheLength of [32, 64]) {
+      const expected = naiveLogits(dims, PROMPT, cacheLength).flatMap((row) => Array.from(row));
+      for (const [name, transformer] of [
+        ["GGUF", gguf],
+        ["HF", hf],
+      ] as const) {
+        const logits = prefill(transformer, PROMPT, cacheLength);
+        assert.ok(maxRelativeError(logits, expected) < 1e-5, `${name}, cache ${cacheLength}: ${maxRelativeError(logits, expected)}`);
+      }
+    }
+    // Short and long factors differ enough to change the logits.
+    assert.ok(maxRelativeError(prefill(hf, PROMPT, 32), prefill(hf, PROMPT, 64)) > 1e-3);
+  });
+});
+
+test("phi3 GGUF with q, k and v stored apart equals the fused attn_qkv file", async () => {
+  await withFolder(async (dir) => {
+    const spec: RandomModelSpec = { architecture: "phi3", seed: 22 };
+    const dims = await writeRandomGguf(join(dir, "fused.gguf"), spec);
+    const gguf = await readGguf(join(dir, "fused.gguf"));
+    const qDim = dims.numHeads * dims.headDim;
+    const kvDim = dims.numKVHeads * dims.headDim;
+    const tensors = gguf.tensors.flatMap((info): GgufTensorSpec[] => {
+      const data = gguf.tensorData(info);
+      if (!info.name.endsWith("attn_qkv.weight")) return [{ name: info.name, shape: info.shape, type: info.type, data }];
+      const rowBytes = dims.hiddenSize * 4; // F32 rows
+      const part = (suffix: string, fromRow: number, rows: number): GgufTensorSpec => ({
+        name: info.name.replace("attn_qkv", suffix),
+        shape: [dims.hiddenSize, rows],
+        type: info.type,
+        data: data.slice(fromRow * rowBytes, (fromRow + rows) * rowBytes),
+      });
+      return [part("attn_q", 0, qDim), part("attn_k", qDim, kvDim), part("attn_v", qDim + kvDim, kvDim)];
+    });
+    await writeGgufFile(join(dir, "split.gguf"), { metadata: gguf.metadata, tensors });
+    const fused = prefill((await loadTransformer(join(dir, "fused.gguf"))).transformer, PROMPT);
+    const split = prefill((await loadTransformer(join(dir, "split.gguf"))).transformer, PROMPT);
+    assert.ok(maxRelativeError(split, fused) < 1e-6);
   });
 });

@@ -1,0 +1,37 @@
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { test } from "node:test";
+import { loadModel, listBackends } from "@infer/core";
+import "@infer/core/node";
+import OpenAI from "openai";
+import { createServer } from "../src/index.js";
+
+// dist/test/ -> the repository root is four levels up; the shared models sit beside it.
+const models = fileURLToPath(new URL("../../../../../shared/models/", import.meta.url));
+const gguf = `${models}stories260K/stories260K.gguf`;
+const skip = existsSync(gguf) ? false : `needs ${gguf} (the shared test models are not here)`;
+
+test("OpenAI text completion over stories260K gives llama2.c's greedy text, streamed and not", { skip, timeout: 120_000 }, async () => {
+  // The engines register themselves on import; this package does not depend on them, so load them by name.
+  for (const name of ["@infer/llama-cpp", "@infer/wasm"]) await import(name).catch(() => undefined);
+  assert.ok(listBackends().length > 0, "no backend package could be imported");
+  const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8").replace(/\n$/, "");
+  const model = await loadModel(gguf, { threads: 1 });
+  const server = createServer({ models: { stories: model } });
+  try {
+    const { url } = await server.listen(0, "127.0.0.1");
+    const openai = new OpenAI({ apiKey: "none", baseURL: `${url}/v1`, maxRetries: 0 });
+    const whole = await openai.completions.create({ model: "stories", prompt: "", max_tokens: 200, temperature: 0 });
+    assert.equal(whole.choices[0]!.text, expected);
+    assert.equal(whole.choices[0]!.finish_reason, "length");
+    assert.equal(whole.usage?.completion_tokens, 200);
+    const stream = await openai.completions.create({ model: "stories", prompt: "", max_tokens: 200, temperature: 0, stream: true });
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.text ?? "";
+    assert.equal(text, expected);
+  } finally {
+    await server.close();
+    await model.close();
+  }
+});

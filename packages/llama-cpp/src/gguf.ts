@@ -6,6 +6,10 @@ const GGUF_MAGIC = [0x47, 0x47, 0x55, 0x46];
 /** Magic + version (u32) + tensor count (u64) + metadata count (u64). */
 const GGUF_MIN_HEADER_BYTES = 24;
 const SUPPORTED_VERSIONS = new Set([2, 3]);
+/** A tensor info holds at least: name length (u64), n_dims (u32), type (u32), offset (u64). */
+const MIN_TENSOR_INFO_BYTES = 24n;
+/** A metadata entry holds at least: key length (u64), value type (u32), a one-byte value. */
+const MIN_METADATA_ENTRY_BYTES = 13n;
 
 /** True when the file starts with the GGUF magic; false for anything else, including missing files. */
 export async function hasGgufMagic(path: string): Promise<boolean> {
@@ -65,6 +69,18 @@ export async function assertGgufFile(path: string, what = "model"): Promise<void
     throw new InferenceError("MODEL_FORMAT", `${what} '${path}' has GGUF version ${version}; llama.cpp reads versions 2 and 3`, {
       details: { path, version },
     });
+  }
+  // Counts are checked against the file size before any parser sizes arrays from them.
+  const tensorCount = head.readBigUInt64LE(8);
+  const metadataCount = head.readBigUInt64LE(16);
+  const smallestEntries = tensorCount * MIN_TENSOR_INFO_BYTES + metadataCount * MIN_METADATA_ENTRY_BYTES;
+  if (smallestEntries > BigInt(size - GGUF_MIN_HEADER_BYTES)) {
+    throw new InferenceError(
+      "MODEL_FORMAT",
+      `${what} '${path}' is corrupt: its header declares ${tensorCount} tensors and ${metadataCount} metadata entries, ` +
+        `more than its ${size} bytes can hold`,
+      { details: { path, tensorCount: Number(tensorCount), metadataCount: Number(metadataCount), size } },
+    );
   }
 }
 

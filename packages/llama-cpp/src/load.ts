@@ -3,10 +3,13 @@ import { join } from "node:path";
 import { InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
 import { assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
+import { assertContextFits } from "./memory.js";
 import { LlamaCppModel } from "./model.js";
 import { getRuntime, nodeLlamaCpp } from "./runtime.js";
 
 const DEFAULT_PARALLEL_SLOTS = 4;
+/** llama.cpp's positions and cell counts are 32-bit signed. */
+const MAX_CONTEXT_CELLS = 2 ** 31 - 1;
 const KV_CACHE_TYPES = { f32: "F32", f16: "F16", q8_0: "Q8_0" } as const;
 
 /** Loads a GGUF model, its context (one sequence per slot) and the optional LoRA adapter and draft model. */
@@ -24,6 +27,16 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
   if (options.adapterPath !== undefined) await assertAdapter(options.adapterPath);
   if (options.draftModel !== undefined) await assertGgufFile(options.draftModel, "draft model");
 
+  // llama.cpp keeps the cell count in 32 bits; past that it would wrap, not fail.
+  if ((options.contextLength ?? 0) * (options.parallelSlots ?? DEFAULT_PARALLEL_SLOTS) > MAX_CONTEXT_CELLS) {
+    throw new InferenceError(
+      "INVALID_OPTION",
+      `load options contextLength (${options.contextLength}) x parallelSlots (${options.parallelSlots ?? DEFAULT_PARALLEL_SLOTS}) ` +
+        `exceed llama.cpp's limit of ${MAX_CONTEXT_CELLS} context cells`,
+      { details: { option: "contextLength" } },
+    );
+  }
+
   const llama = await getRuntime();
   const threads = options.threads ?? llama.cpuMathCores;
   const slots = options.parallelSlots ?? DEFAULT_PARALLEL_SLOTS;
@@ -31,6 +44,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
   try {
     const model = await loadWeights(llama, path, options.gpuLayers, "model");
     disposers.push(() => model.dispose());
+    await assertContextFits(llama, model, options.contextLength, slots, options.kvType);
     const contextOptions: LlamaContextOptions = {
       contextSize: options.contextLength ?? "auto",
       sequences: slots,

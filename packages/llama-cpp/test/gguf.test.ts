@@ -43,6 +43,9 @@ test("assertGgufFile names the file and the problem", async () => {
   await expectCode(await scratch("short.gguf", Buffer.from("GGUF\x03\x00")), "MODEL_FORMAT", "truncated");
   await expectCode(await scratch("v9.gguf", header(9)), "MODEL_FORMAT", "version 9");
   await expectCode(tmpdir(), "MODEL_FORMAT", "not a file");
+  const huge = Buffer.from(header(3));
+  huge.writeBigUInt64LE(1n << 40n, 8); // 2^40 tensors in a 24-byte file
+  await expectCode(await scratch("huge.gguf", huge), "MODEL_FORMAT", "more than its 24 bytes");
   await assertGgufFile(await scratch("ok.gguf", header(3)));
 });
 

@@ -1,0 +1,149 @@
+import assert from "node:assert/strict";
+import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { getBackend, isInferenceError, listBackends, loadModel, type ErrorCode } from "@infer/core";
+import "../src/index.js";
+import type { LlamaCppModel } from "../src/index.js";
+import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
+
+const rejectsWith = (code: ErrorCode, ...fragments: string[]) => (error: unknown) => {
+  assert.ok(isInferenceError(error), `expected an InferenceError, got ${String(error)}`);
+  assert.equal(error.code, code, error.message);
+  for (const fragment of fragments) assert.ok(error.message.includes(fragment), `"${error.message}" lacks "${fragment}"`);
+  return true;
+};
+
+let scratch: string;
+before(async () => {
+  scratch = await mkdtemp(join(tmpdir(), "infer-llama-cpp-errors-"));
+});
+
+test("the backend registers on import, is available and sniffs GGUF", async () => {
+  assert.ok(listBackends().includes("llama_cpp"));
+  const backend = getBackend("llama_cpp");
+  assert.equal(await backend.available(), true);
+  const text = join(scratch, "notes.txt");
+  await writeFile(text, "plain text");
+  assert.equal(await backend.canLoad(text), false);
+  if (!skipWithoutStories) assert.equal(await backend.canLoad(STORIES_GGUF), true);
+});
+
+test("a missing model is MODEL_NOT_FOUND", async () => {
+  await assert.rejects(loadModel(join(scratch, "absent.gguf"), TEST_LOAD), rejectsWith("MODEL_NOT_FOUND", "absent.gguf"));
+});
+
+test("a non-GGUF file is MODEL_FORMAT naming the file", async () => {
+  const path = join(scratch, "weights.bin");
+  await writeFile(path, Buffer.alloc(4096, 7));
+  await assert.rejects(loadModel(path, TEST_LOAD), rejectsWith("MODEL_FORMAT", path, "not a GGUF"));
+});
+
+test("a GGUF header without a model is MODEL_FORMAT from llama.cpp, naming the file", async () => {
+  const path = join(scratch, "empty.gguf");
+  const bytes = Buffer.alloc(64);
+  bytes.write("GGUF", 0, "latin1");
+  bytes.writeUInt32LE(3, 4);
+  await writeFile(path, bytes);
+  await assert.rejects(loadModel(path, TEST_LOAD), rejectsWith("MODEL_FORMAT", path));
+});
+
+describe("with the stories260K file", { skip: skipWithoutStories }, () => {
+  test("a truncated model file is MODEL_FORMAT", async () => {
+    const path = join(scratch, "truncated.gguf");
+    const whole = await readFile(STORIES_GGUF);
+    await writeFile(path, whole.subarray(0, Math.floor(whole.length / 2)));
+    await assert.rejects(loadModel(path, TEST_LOAD), rejectsWith("MODEL_FORMAT", path));
+  });
+
+  test("a context larger than memory allows is CONTEXT_OVERFLOW; past llama.cpp's limits INVALID_OPTION", async () => {
+    // 2^30 tokens of this model's KV cache (640 bytes each) would need ~690 GB.
+    await assert.rejects(
+      loadModel(STORIES_GGUF, { ...TEST_LOAD, contextLength: 2 ** 30, parallelSlots: 1 }),
+      rejectsWith("CONTEXT_OVERFLOW", "contextLength"),
+    );
+    await assert.rejects(
+      loadModel(STORIES_GGUF, { ...TEST_LOAD, contextLength: 2 ** 31, parallelSlots: 64 }),
+      rejectsWith("INVALID_OPTION", "contextLength", "parallelSlots"),
+    );
+  });
+
+  test("options the backend cannot honour are refused", async () => {
+    await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, quantize: "q8_0" }), rejectsWith("UNSUPPORTED", "quantize"));
+    await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, threads: 0 }), rejectsWith("INVALID_OPTION", "threads"));
+  });
+
+  test("LoRA adapters: missing, PEFT folder, non-GGUF file", async () => {
+    await assert.rejects(
+      loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: join(scratch, "no-adapter.gguf") }),
+      rejectsWith("MODEL_NOT_FOUND", "no-adapter.gguf"),
+    );
+    const peft = join(scratch, "peft-adapter");
+    await mkdir(peft, { recursive: true });
+    await writeFile(join(peft, "adapter_config.json"), JSON.stringify({ r: 8, lora_alpha: 16 }));
+    await assert.rejects(
+      loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: peft }),
+      rejectsWith("UNSUPPORTED", "PEFT", "not available yet"),
+    );
+    const text = join(scratch, "adapter.txt");
+    await writeFile(text, "not an adapter");
+    await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: text }), rejectsWith("MODEL_FORMAT", text));
+  });
+
+  test("a missing draft model is MODEL_NOT_FOUND", async () => {
+    await assert.rejects(
+      loadModel(STORIES_GGUF, { ...TEST_LOAD, draftModel: join(scratch, "no-draft.gguf") }),
+      rejectsWith("MODEL_NOT_FOUND", "no-draft.gguf"),
+    );
+  });
+
+  describe("bad call options and close", () => {
+    let model: LlamaCppModel;
+    before(async () => {
+      model = (await loadModel(STORIES_GGUF, TEST_LOAD)) as LlamaCppModel;
+    });
+    after(async () => {
+      await model?.close();
+    });
+
+    test("bad generate options are INVALID_OPTION and the model stays usable", async () => {
+      await assert.rejects(model.generateText("Once", { temperature: -1 }), rejectsWith("INVALID_OPTION", "temperature"));
+      await assert.rejects(
+        model.generateText("Once", { grammar: "root ::= 'x'", jsonSchema: { type: "string" } }),
+        rejectsWith("INVALID_OPTION", "grammar", "jsonSchema"),
+      );
+      await assert.rejects(model.classify(["Once"], { maxTokens: 3 } as object), rejectsWith("INVALID_OPTION", "maxTokens"));
+      const ok = await model.generateText("Once", { temperature: 0, maxTokens: 4 });
+      assert.equal(ok.tokens.length, 4);
+    });
+
+    test("close: idempotent, every later call is CLOSED", async () => {
+      const closing = await loadModel(STORIES_GGUF, { ...TEST_LOAD, parallelSlots: 1 });
+      const llama = closing as LlamaCppModel;
+      await closing.close();
+      await closing.close();
+      await assert.rejects(closing.generateText("Once"), rejectsWith("CLOSED"));
+      await assert.rejects(closing.batchGenerate(["Once"]), rejectsWith("CLOSED"));
+      await assert.rejects(closing.classify(["Once"]), rejectsWith("CLOSED"));
+      await assert.rejects(llama.embed(["Once"]), rejectsWith("CLOSED"));
+      assert.throws(() => llama.encode("Once"), rejectsWith("CLOSED"));
+      // Closing one model leaves others loaded from the same runtime working.
+      assert.equal((await model.generateText("Once", { temperature: 0, maxTokens: 3 })).tokens.length, 3);
+    });
+
+    test("close during a stream ends it with CLOSED", async () => {
+      const closing = await loadModel(STORIES_GGUF, { ...TEST_LOAD, parallelSlots: 1 });
+      let seen = 0;
+      await assert.rejects(
+        (async () => {
+          for await (const _ of closing.generate("Once", { temperature: 0, ignoreEos: true })) {
+            if (++seen === 2) void closing.close();
+          }
+        })(),
+        rejectsWith("CLOSED"),
+      );
+      assert.ok(seen >= 2);
+    });
+  });
+});

@@ -198,20 +198,10 @@ export function tokenizerFromGgufMetadata(meta: MetadataSource, source: string):
         details: { source, field: "tokenizer.ggml.merges" },
       });
     }
-    const merges = mergeLines.map((line, i): [string, string] => {
-      // The separator is the first space after the first character (a token may itself be " ").
-      const cut = line.indexOf(" ", 1);
-      if (cut < 0) {
-        throw new InferenceError("MODEL_FORMAT", `${source}: tokenizer.ggml.merges[${i}] is not "left right"`, {
-          details: { source, field: "tokenizer.ggml.merges", index: i },
-        });
-      }
-      return [line.slice(0, cut), line.slice(cut + 1)];
-    });
     const preTokenizer = preTokenizerForGguf(pre, source);
     spec = {
       ...common,
-      merge: { by: "rank", merges },
+      merge: { by: "rank", merges: mergeLines, field: "tokenizer.ggml.merges" },
       byteLevel: true,
       preTokenizer: preTokenizer.patterns,
       ignoreMerges: preTokenizer.ignoreMerges,

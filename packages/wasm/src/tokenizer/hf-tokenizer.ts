@@ -82,27 +82,48 @@ export function tokenizerFromHfJson(files: HfTokenizerFiles, source: string): Vo
   if (!Array.isArray(model.merges)) fail("tokenizer.json model.merges", "is missing or not an array");
 
   // ---- vocabulary: model vocab plus added tokens, holes filled like llama.cpp's converter does
-  const textById = new Map<number, string>();
-  for (const [text, id] of Object.entries(model.vocab as Json)) {
-    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) fail(`tokenizer.json model.vocab["${text}"]`, "is not a token id");
-    textById.set(id as number, text);
-  }
+  const vocab = model.vocab as Json;
   const added = Array.isArray(tok.added_tokens) ? tok.added_tokens.filter(isObject) : [];
-  for (const entry of added) {
-    if (typeof entry.id !== "number" || typeof entry.content !== "string") fail("tokenizer.json added_tokens", "has an entry without id/content");
-    textById.set(entry.id as number, entry.content as string);
-  }
   let size = 0;
-  for (const id of textById.keys()) size = Math.max(size, id + 1);
-  if (size > textById.size * 2 + 1024) fail("tokenizer.json", `ids reach ${size - 1} but only ${textById.size} tokens are listed`);
-  const tokens = Array.from({ length: size }, (_, id) => textById.get(id) ?? `[PAD${id}]`);
+  let listed = 0;
+  for (const text in vocab) {
+    const id = vocab[text];
+    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) fail(`tokenizer.json model.vocab["${text}"]`, "is not a token id");
+    size = Math.max(size, (id as number) + 1);
+    listed++;
+  }
+  for (const entry of added) {
+    if (typeof entry.id !== "number" || !Number.isSafeInteger(entry.id) || entry.id < 0 || typeof entry.content !== "string") {
+      fail("tokenizer.json added_tokens", "has an entry without a valid id and content");
+    }
+    size = Math.max(size, (entry.id as number) + 1);
+  }
+  if (size > (listed + added.length) * 2 + 1024) fail("tokenizer.json", `ids reach ${size - 1} but only ${listed + added.length} tokens are listed`);
+  const tokens = new Array<string | undefined>(size);
+  for (const text in vocab) tokens[vocab[text] as number] = text;
+  for (const entry of added) tokens[entry.id as number] = entry.content as string;
   const kinds = new Uint8Array(size).fill(TokenKind.Normal);
-  for (let id = 0; id < size; id++) if (!textById.has(id)) kinds[id] = TokenKind.Unused;
+  for (let id = 0; id < size; id++) {
+    if (tokens[id] === undefined) {
+      tokens[id] = `[PAD${id}]`;
+      kinds[id] = TokenKind.Unused;
+    }
+  }
 
   const byteFallback = model.byte_fallback === true;
-  if (byteFallback) tokens.forEach((text, id) => /^<0x[0-9A-Fa-f]{2}>$/.test(text) && (kinds[id] = TokenKind.Byte));
-  const idOf = new Map(tokens.map((text, id) => [text, id] as const));
-  const unkId = typeof model.unk_token === "string" ? idOf.get(model.unk_token) : undefined;
+  if (byteFallback) {
+    for (let byte = 0; byte < 256; byte++) {
+      const id = vocab[`<0x${byte.toString(16).toUpperCase().padStart(2, "0")}>`];
+      if (typeof id === "number") kinds[id] = TokenKind.Byte;
+    }
+  }
+  const addedIds = new Map(added.map((entry) => [entry.content as string, entry.id as number]));
+  /** A token's id by text (added tokens first, as Hugging Face resolves them). */
+  const idOf = (text: string): number | undefined => {
+    const id = addedIds.get(text) ?? vocab[text];
+    return typeof id === "number" ? id : undefined;
+  };
+  const unkId = typeof model.unk_token === "string" ? idOf(model.unk_token) : undefined;
   if (unkId !== undefined) kinds[unkId] = TokenKind.Unknown;
   const addedTokenFlags = new Map<number, { lstrip: boolean; rstrip: boolean }>();
   for (const entry of added) {
@@ -111,13 +132,10 @@ export function tokenizerFromHfJson(files: HfTokenizerFiles, source: string): Vo
     addedTokenFlags.set(id, { lstrip: entry.lstrip === true, rstrip: entry.rstrip === true });
   }
 
-  const merges = (model.merges as unknown[]).map((merge, i): [string, string] => {
-    if (Array.isArray(merge) && merge.length === 2 && merge.every((m) => typeof m === "string")) return [merge[0], merge[1]];
-    if (typeof merge === "string") {
-      const cut = merge.indexOf(" ", 1);
-      if (cut > 0) return [merge.slice(0, cut), merge.slice(cut + 1)];
-    }
-    return fail(`tokenizer.json model.merges[${i}]`, "is not a pair");
+  const merges = model.merges as unknown[];
+  merges.forEach((merge, i) => {
+    const pair = Array.isArray(merge) && merge.length === 2 && typeof merge[0] === "string" && typeof merge[1] === "string";
+    if (!pair && typeof merge !== "string") fail(`tokenizer.json model.merges[${i}]`, "is not a pair");
   });
 
   // ---- pipeline components
@@ -137,25 +155,25 @@ export function tokenizerFromHfJson(files: HfTokenizerFiles, source: string): Vo
   // ---- special ids: the post-processor says what encode adds; configs name bos/eos
   const post = components(tok.post_processor, "processors").find((p) => p.type === "TemplateProcessing");
   const single = Array.isArray(post?.single) ? post.single.filter(isObject) : [];
-  const specialAt = (entry: Json | undefined) => (isObject(entry?.SpecialToken) ? idOf.get(String(entry.SpecialToken.id)) : undefined);
+  const specialAt = (entry: Json | undefined) => (isObject(entry?.SpecialToken) ? idOf(String(entry.SpecialToken.id)) : undefined);
   const postBos = specialAt(single[0]);
   const postEos = single.length > 1 ? specialAt(single[single.length - 1]) : undefined;
   const configBos = tokenContent(config.bos_token);
   const configEos = tokenContent(config.eos_token);
-  const bosId = idList(modelConfig.bos_token_id)[0] ?? (configBos !== undefined ? idOf.get(configBos) : undefined) ?? postBos;
+  const bosId = idList(modelConfig.bos_token_id)[0] ?? (configBos !== undefined ? idOf(configBos) : undefined) ?? postBos;
   const eosIds = [
     ...idList(generation.eos_token_id),
     ...idList(modelConfig.eos_token_id),
-    ...(configEos !== undefined && idOf.has(configEos) ? [idOf.get(configEos)!] : []),
+    ...(configEos !== undefined && idOf(configEos) !== undefined ? [idOf(configEos)!] : []),
   ].filter((id) => id < size);
   const addBos = typeof config.add_bos_token === "boolean" ? config.add_bos_token : postBos !== undefined;
   const addEos = typeof config.add_eos_token === "boolean" ? config.add_eos_token : postEos !== undefined;
 
   const common = {
     source,
-    tokens,
+    tokens: tokens as string[],
     kinds: kinds as unknown as ArrayLike<TokenKind>,
-    merge: { by: "rank" as const, merges },
+    merge: { by: "rank" as const, merges: merges as (string | [string, string])[], field: "tokenizer.json model.merges" },
     unkId,
     bosId: bosId !== undefined && bosId < size ? bosId : undefined,
     eosIds,

@@ -12,7 +12,7 @@
 import { InferenceError, type Message } from "@infer/core";
 import { fromByteLevel, toByteLevel } from "./byte-level.js";
 import { renderChat } from "./chat-template.js";
-import { mergeSymbols, type PairPriority } from "./merge.js";
+import { mergeSymbols, PairRankTable, type PairPriority } from "./merge.js";
 import { splitWords } from "./pretokenize.js";
 import { SpecialTokenMatcher, type AddedTokenRule } from "./special-tokens.js";
 import { StreamDecoder, utf8Decode } from "./stream-decoder.js";
@@ -28,8 +28,12 @@ import {
 export type MergeRule =
   /** SentencePiece: a pair may merge when the joined text is a normal token; higher score first. */
   | { by: "score"; scores: ArrayLike<number> }
-  /** BPE: pairs listed in merge order, earlier first. */
-  | { by: "rank"; merges: ReadonlyArray<readonly [string, string]> };
+  /**
+   * BPE: pairs in merge order, earlier first, as [left, right] or as a
+   * "left right" line (split at the first space after the first character,
+   * as llama.cpp reads tokenizer.ggml.merges).
+   */
+  | { by: "rank"; merges: ReadonlyArray<readonly [string, string] | string>; field?: string };
 
 export interface VocabularySpec {
   /** File path or description, for messages. */
@@ -133,12 +137,36 @@ export class VocabTokenizer implements Tokenizer {
         return -(scores[id] ?? 0);
       };
     }
-    const ranks = new Map<string, number>();
-    rule.merges.forEach(([left, right], rank) => {
-      const key = `${left}\u0000${right}`;
-      if (!ranks.has(key)) ranks.set(key, rank);
+    const table = new PairRankTable(rule.merges.length);
+    rule.merges.forEach((merge, rank) => {
+      let left: string;
+      let right: string;
+      if (typeof merge === "string") {
+        const cut = merge.indexOf(" ", 1);
+        if (cut < 0) {
+          const field = rule.field ?? "merges";
+          throw new InferenceError("MODEL_FORMAT", `${this.source}: ${field}[${rank}] ${JSON.stringify(merge)} is not "left right"`, {
+            details: { source: this.source, field, index: rank },
+          });
+        }
+        left = merge.slice(0, cut);
+        right = merge.slice(cut + 1);
+      } else {
+        [left, right] = merge;
+      }
+      // A merge of pieces outside the vocabulary can never apply: symbols
+      // are vocabulary pieces (or single characters, which merge only when
+      // they are pieces themselves).
+      const leftId = this.idOf.get(left);
+      const rightId = this.idOf.get(right);
+      if (leftId !== undefined && rightId !== undefined) table.add(leftId, rightId, rank);
     });
-    return (left, right) => ranks.get(`${left}\u0000${right}`);
+    return (left, right) => {
+      const leftId = this.idOf.get(left);
+      if (leftId === undefined) return undefined;
+      const rightId = this.idOf.get(right);
+      return rightId === undefined ? undefined : table.get(leftId, rightId);
+    };
   }
 
   tokenText(id: number): string {

@@ -116,7 +116,7 @@ export abstract class BaseTextModel implements TextModel {
       }, options?.signal);
     } catch (error) {
       // Like generateText, an aborted batch resolves (err() keeps the ABORTED error).
-      if (!isInferenceError(error, "ABORTED")) throw error;
+      if (!isInferenceError(error, "ABORTED") || !Array.isArray(prompts)) throw error;
       return prompts.map(() => ({ tokens: [], text: "", finishReason: "abort" as const }));
     }
   }
@@ -248,8 +248,19 @@ export abstract class BaseTextModel implements TextModel {
     return ready;
   }
 
-  private callSignal(userSignal?: AbortSignal): AbortSignal {
-    return userSignal ? AbortSignal.any([userSignal, this.closing.signal]) : this.closing.signal;
+  /**
+   * The call's signal: the caller's and close()'s together. It must not throw
+   * (the lock is already held): a value that is no signal at all is left to
+   * option validation, and a look-alike from another realm or polyfill is
+   * followed through its events.
+   */
+  private callSignal(userSignal: unknown): AbortSignal {
+    if (userSignal instanceof AbortSignal) return AbortSignal.any([userSignal, this.closing.signal]);
+    if (!isSignalLike(userSignal)) return this.closing.signal;
+    const follower = new AbortController();
+    if (userSignal.aborted) follower.abort(userSignal.reason);
+    else userSignal.addEventListener("abort", () => follower.abort(userSignal.reason), { once: true });
+    return AbortSignal.any([follower.signal, this.closing.signal]);
   }
 
   private fail(error: unknown, signal: AbortSignal): InferenceError {
@@ -261,6 +272,15 @@ export abstract class BaseTextModel implements TextModel {
     this.lastError = failure;
     return failure;
   }
+}
+
+function isSignalLike(value: unknown): value is AbortSignal {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    typeof (value as AbortSignal).aborted === "boolean" &&
+    typeof (value as AbortSignal).addEventListener === "function"
+  );
 }
 
 function invalid(message: string): InferenceError {

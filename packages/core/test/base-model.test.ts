@@ -164,6 +164,60 @@ describe("errors and recovery", () => {
   });
 });
 
+describe("signals", () => {
+  it("a value that is not a signal is INVALID_OPTION and does not lock the model", async () => {
+    const model = new FakeModel();
+    for (const signal of [{}, "stop", 1, { aborted: false }]) {
+      await assertCode(model.generateText("a", { signal } as never), "INVALID_OPTION");
+      await assertCode(collect(model.generate("a", { signal } as never)), "INVALID_OPTION");
+      await assertCode(model.classify(["a"], { signal } as never), "INVALID_OPTION");
+      await assertCode(model.batchGenerate(["a"], { signal } as never), "INVALID_OPTION");
+    }
+    const after = await model.generateText("a", { temperature: 0, maxTokens: 2 });
+    assert.equal(after.tokens.length, 2);
+  });
+
+  it("a look-alike signal (another realm, a polyfill) is followed", async () => {
+    const model = new FakeModel("fake", { delayMs: 2 });
+    const listeners: (() => void)[] = [];
+    const lookAlike = {
+      aborted: false,
+      reason: undefined as unknown,
+      addEventListener: (_type: string, listener: () => void) => listeners.push(listener),
+      removeEventListener: () => undefined,
+    };
+    const seen: Token[] = [];
+    await assertCode(
+      (async () => {
+        for await (const token of model.generate("abc", { maxTokens: 100, signal: lookAlike as unknown as AbortSignal })) {
+          seen.push(token);
+          if (seen.length === 2) {
+            lookAlike.aborted = true;
+            lookAlike.reason = "polyfill abort";
+            for (const listener of listeners) listener();
+          }
+        }
+      })(),
+      "ABORTED",
+    );
+    assert.equal(seen.length, 2);
+    const pre = { ...lookAlike, aborted: true };
+    assert.equal((await model.generateText("abc", { signal: pre as unknown as AbortSignal })).finishReason, "abort");
+  });
+
+  it("batchGenerate with an aborted signal resolves every prompt with reason abort", async () => {
+    const model = new FakeModel();
+    const controller = new AbortController();
+    controller.abort();
+    const results = await model.batchGenerate(["a", "b"], { signal: controller.signal });
+    assert.deepEqual(results, [
+      { tokens: [], text: "", finishReason: "abort" },
+      { tokens: [], text: "", finishReason: "abort" },
+    ]);
+    assert.ok(isInferenceError(model.err(), "ABORTED"));
+  });
+});
+
 describe("one call at a time", () => {
   it("concurrent calls are serialised and each gets its own answer", async () => {
     const model = new FakeModel("fake", { delayMs: 2 });

@@ -1,5 +1,5 @@
 import type { CapabilityStatus, CapabilityId } from "./capabilities.js";
-import { InferenceError } from "./errors.js";
+import { InferenceError, toInferenceError } from "./errors.js";
 import type { TextModel } from "./model.js";
 import { type LoadOptions, validateLoadOptions } from "./options.js";
 import type { ModelFormat } from "./types.js";
@@ -109,12 +109,12 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
   if (options.backend !== undefined) {
     const backend = getBackend(options.backend);
     if (!(await isAvailable(backend))) throw await unavailable(backend);
-    return backend.loadModel(path, options);
+    return loadWith(backend, path, options);
   }
   const candidates = preferenceOrder();
   for (const backend of candidates) {
     if (!(await isAvailable(backend))) continue;
-    if (await backend.canLoad(path).catch(() => false)) return backend.loadModel(path, options);
+    if (await backend.canLoad(path).catch(() => false)) return loadWith(backend, path, options);
   }
   const format = host ? await host.detectFormat(path) : "unknown";
   throw new InferenceError(
@@ -126,8 +126,22 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
   );
 }
 
+/** A backend's own InferenceErrors pass unchanged; anything else it throws becomes INTERNAL with context. */
+async function loadWith(backend: Backend, path: string, options: LoadOptions): Promise<TextModel> {
+  try {
+    return await backend.loadModel(path, options);
+  } catch (error) {
+    throw toInferenceError(error, "INTERNAL", `backend '${backend.name}' failed to load '${path}'`);
+  }
+}
+
 async function unavailable(backend: Backend): Promise<InferenceError> {
-  const why = backend.unavailableReason ? await backend.unavailableReason() : "it reported itself unavailable";
+  let why = "it reported itself unavailable";
+  try {
+    if (backend.unavailableReason) why = await backend.unavailableReason();
+  } catch (error) {
+    why = `its unavailableReason() failed: ${error instanceof Error ? error.message : String(error)}`;
+  }
   return new InferenceError("BACKEND_UNAVAILABLE", `backend '${backend.name}' is not available here: ${why}`, {
     details: { backend: backend.name, reason: why },
   });

@@ -191,6 +191,30 @@ describe("loadModel", () => {
     await model.close();
   });
 
+  it("anything else a backend throws while loading becomes INTERNAL naming the backend and path", async () => {
+    const crashing = new FakeBackend({ name: "wasm" });
+    const cause = new RangeError("offset out of bounds");
+    crashing.loadModel = async () => {
+      throw cause;
+    };
+    register(crashing);
+    const error = await assertCode(loadModel(modelPath), "INTERNAL");
+    assert.match(error.message, /backend 'wasm' failed to load '.*tiny\.fake': offset out of bounds/);
+    assert.equal(error.cause, cause);
+    const pinned = await assertCode(loadModel(modelPath, { backend: "wasm" }), "INTERNAL");
+    assert.equal(pinned.cause, cause);
+  });
+
+  it("an unavailableReason that throws still gives BACKEND_UNAVAILABLE", async () => {
+    const odd = new FakeBackend({ name: "cuda", available: false });
+    odd.unavailableReason = () => {
+      throw new Error("driver query failed");
+    };
+    register(odd);
+    const error = await assertCode(loadModel(modelPath, { backend: "cuda" }), "BACKEND_UNAVAILABLE");
+    assert.match(error.message, /driver query failed/);
+  });
+
   it("MODEL_FORMAT from the backend reaches the caller unchanged", async () => {
     register(new FakeBackend({ name: "wasm" }));
     const error = await assertCode(loadModel(corruptPath), "MODEL_FORMAT");

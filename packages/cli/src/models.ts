@@ -1,4 +1,4 @@
-import { type GenerateOptions, listBackends, loadModel, type LoadOptions, type TextModel } from "@infer/core";
+import { type GenerateOptions, InferenceError, isInferenceError, listBackends, loadModel, type LoadOptions, type TextModel } from "@infer/core";
 import { cacheDir, resolveModel } from "@infer/hub";
 import { registerBackends } from "./backends.js";
 import { type CommandContext, listFlag, numberFlag, type OptionSpecs, stringFlag } from "./command.js";
@@ -73,7 +73,16 @@ export async function openModel(spec: string, io: CliIO, options: LoadOptions, v
   const problems = pinned ? [] : await registerBackends();
   if (verbose) for (const problem of problems) io.stderr.write(`infer: backend not loaded: ${problem}\n`);
   const started = performance.now();
-  const model = await loadModel(path, options);
+  let model: TextModel;
+  try {
+    model = await loadModel(path, options);
+  } catch (error) {
+    // "No backend" is often really "a backend package failed to load": say which and why.
+    if (problems.length && (isInferenceError(error, "BACKEND_NOT_FOUND") || isInferenceError(error, "NO_BACKEND_FOR_FORMAT"))) {
+      throw new InferenceError(error.code, `${error.message}; backend packages that failed to load: ${problems.join("; ")}`, { cause: error, details: error.details });
+    }
+    throw error;
+  }
   const loadMs = performance.now() - started;
   if (verbose) io.stderr.write(`infer: loaded ${path} with backend ${model.backend} in ${loadMs.toFixed(0)} ms\n`);
   return { model, path, loadMs };

@@ -4,6 +4,7 @@
 
 import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
 export { quantizeActivations } from "./quantize";
+export { attention } from "./attention";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;

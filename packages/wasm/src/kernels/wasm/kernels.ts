@@ -9,15 +9,19 @@
  * reachable. Activations and outputs are staged through scratch buffers that
  * only grow, so a token's matmuls allocate nothing; views from `allocate` used
  * as x or out skip the staging.
+ *
+ * Attention runs in WebAssembly when the KV cache (keys and values) lives in
+ * `allocate` memory; a cache elsewhere goes to the reference attention, since
+ * copying a cache in on every call would cost as much as reading it.
  */
 import { readFile } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
-import { GgmlType, type Kernels, type WeightMatrix } from "../types.js";
+import { GgmlType, type AttentionKernel, type AttentionParams, type Kernels, type WeightMatrix } from "../types.js";
 import { rowBytes, typeName } from "../../formats/ggml-types.js";
-import { referenceMatmul } from "../reference.js";
+import { referenceAttention, referenceMatmul } from "../reference.js";
 import { SharedArena } from "./arena.js";
 import { WorkerPool } from "./pool.js";
-import { CONTROL_BYTES, Op, type KernelExports } from "./protocol.js";
+import { CONTROL_BYTES, floatToBits, Op, type KernelExports } from "./protocol.js";
 import { physicalCoreCount } from "./cores.js";
 import { wasmApi, type WasmModule } from "./webassembly.js";
 
@@ -123,6 +127,9 @@ class WasmKernels implements Kernels {
   private readonly xScales: Scratch;
   private readonly xSums: Scratch;
   private readonly xQuantSums: Scratch;
+  private readonly qStage: Scratch;
+  private readonly tokenStage: Scratch;
+  private readonly scores: Scratch;
   private disposed = false;
 
   constructor(
@@ -138,6 +145,9 @@ class WasmKernels implements Kernels {
     this.xScales = new Scratch(arena);
     this.xSums = new Scratch(arena);
     this.xQuantSums = new Scratch(arena);
+    this.qStage = new Scratch(arena);
+    this.tokenStage = new Scratch(arena);
+    this.scores = new Scratch(arena);
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -190,6 +200,89 @@ class WasmKernels implements Kernels {
 
     if (arena.addressOf(out) === undefined) {
       out.set(new Float32Array(arena.heap.buffer, outAddress, batch * rows));
+    }
+  }
+
+  readonly attention: AttentionKernel = (out, q, keys, values, params) => this.runAttention(out, q, keys, values, params);
+
+  private runAttention(out: Float32Array, q: Float32Array, keys: Float32Array, values: Float32Array, p: AttentionParams): void {
+    if (this.disposed) throw new InferenceError("CLOSED", "the WebAssembly kernels are disposed");
+    const arena = this.arena;
+    const keysAddress = arena.addressOf(keys);
+    const valuesAddress = arena.addressOf(values);
+    if (keysAddress === undefined || valuesAddress === undefined) {
+      referenceAttention(out, q, keys, values, p);
+      return;
+    }
+    const { tokens, numHeads, numKVHeads, headDim, slotLength, window } = p;
+    const counts = { tokens, numHeads, numKVHeads, headDim, slotLength };
+    for (const [name, value] of Object.entries(counts)) {
+      if (!Number.isInteger(value) || value < (name === "tokens" ? 0 : 1)) {
+        throw new InferenceError("INTERNAL", `attention: ${name} must be a positive integer, got ${value}`);
+      }
+    }
+    if (tokens === 0) return;
+    if (numHeads % numKVHeads !== 0) {
+      throw new InferenceError("INTERNAL", `attention: ${numHeads} query heads do not group over ${numKVHeads} KV heads`);
+    }
+    const width = numHeads * headDim; // floats per token in q and out
+    const slotFloats = slotLength * numKVHeads * headDim;
+    const slots = Math.floor(Math.min(keys.length, values.length) / slotFloats);
+    if (q.length < tokens * width || out.length < tokens * width) {
+      throw new InferenceError("INTERNAL", `attention: q and out need ${tokens * width} floats`);
+    }
+    let visible = 0; // cached positions read, over all tokens
+    for (let t = 0; t < tokens; t++) {
+      const position = p.positions[t]!;
+      const seq = p.seqIds[t]!;
+      if (!(position >= 0 && position < slotLength && seq >= 0 && seq < slots)) {
+        throw new InferenceError(
+          "INTERNAL",
+          `attention: token ${t} at position ${position} of slot ${seq} is outside the cache (${slots} slots x ${slotLength})`,
+        );
+      }
+      visible += window > 0 ? Math.min(position + 1, window) : position + 1;
+    }
+
+    let qAddress = arena.addressOf(q);
+    if (qAddress === undefined) {
+      qAddress = this.qStage.ensure(tokens * width * 4);
+      new Float32Array(arena.heap.buffer, qAddress, tokens * width).set(q.subarray(0, tokens * width));
+    }
+    const tokenAddress = this.tokenStage.ensure(tokens * 8);
+    const tokenInts = new Int32Array(arena.heap.buffer, tokenAddress, tokens * 2); // [positions | seqIds]
+    tokenInts.set(p.positions.subarray(0, tokens));
+    tokenInts.set(p.seqIds.subarray(0, tokens), tokens);
+    const outAddress = arena.addressOf(out) ?? this.outStage.ensure(tokens * width * 4);
+    const scoresStride = slotLength * 8; // f64 per position
+    const scores = this.scores.ensure(scoresStride * this.pool.threads);
+
+    const work = visible * numHeads * headDim * 8; // bytes of keys and values read
+    const threads = this.minBytesPerThread > 0 ? Math.max(1, Math.floor(work / this.minBytesPerThread)) : this.pool.threads;
+    this.pool.run(
+      Op.ATTENTION,
+      [
+        outAddress,
+        qAddress,
+        keysAddress,
+        valuesAddress,
+        tokenAddress,
+        tokenAddress + tokens * 4,
+        numHeads,
+        numKVHeads,
+        headDim,
+        slotLength,
+        floatToBits(p.scale),
+        window,
+        floatToBits(p.softcap),
+        scores,
+        scoresStride,
+        tokens * numHeads,
+      ],
+      threads,
+    );
+    if (arena.addressOf(out) === undefined) {
+      out.set(new Float32Array(arena.heap.buffer, outAddress, tokens * width));
     }
   }
 

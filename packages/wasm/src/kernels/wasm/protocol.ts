@@ -30,6 +30,24 @@ export interface KernelExports {
     rowStart: number,
     rowEnd: number,
   ): void;
+  attention(
+    out: number,
+    q: number,
+    keys: number,
+    values: number,
+    positions: number,
+    seqIds: number,
+    numHeads: number,
+    numKVHeads: number,
+    headDim: number,
+    slotLength: number,
+    scale: number,
+    window: number,
+    softcap: number,
+    scores: number,
+    itemStart: number,
+    itemEnd: number,
+  ): void;
 }
 
 /** Int32 slots of the control block. */
@@ -55,7 +73,27 @@ export const CONTROL_BYTES = CONTROL_INTS * 4;
 export const Op = {
   /** args: type, out, w, rows, cols, x, xq, xd, xs, xb, batch — rows split across threads. */
   MATMUL: 1,
+  /**
+   * args: out, q, keys, values, positions, seqIds, numHeads, numKVHeads, headDim,
+   * slotLength, scale (float bits), window, softcap (float bits), scores, scoresStride,
+   * items — items (token x head) split across threads; thread i's scratch at scores + i * scoresStride.
+   */
+  ATTENTION: 2,
 } as const;
+
+const floatScratch = new Float32Array(1);
+const floatBitsScratch = new Int32Array(floatScratch.buffer);
+
+/** A float32 as the int32 with the same bits, to pass through the int32 control block. */
+export function floatToBits(value: number): number {
+  floatScratch[0] = value;
+  return floatBitsScratch[0]!;
+}
+
+export function bitsToFloat(bits: number): number {
+  floatBitsScratch[0] = bits;
+  return floatScratch[0]!;
+}
 
 /** What a worker receives as workerData. */
 export interface WorkerSetup {
@@ -103,6 +141,29 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         control[a + 8]! >>> 0,
         control[a + 9]! >>> 0,
         control[a + 10]!,
+        start,
+        end,
+      );
+      return;
+    }
+    case Op.ATTENTION: {
+      const [start, end] = shareOf(control[a + 15]!, index, threads);
+      if (start === end) return;
+      exports.attention(
+        control[a]! >>> 0,
+        control[a + 1]! >>> 0,
+        control[a + 2]! >>> 0,
+        control[a + 3]! >>> 0,
+        control[a + 4]! >>> 0,
+        control[a + 5]! >>> 0,
+        control[a + 6]!,
+        control[a + 7]!,
+        control[a + 8]!,
+        control[a + 9]!,
+        bitsToFloat(control[a + 10]!),
+        control[a + 11]!,
+        bitsToFloat(control[a + 12]!),
+        (control[a + 13]! >>> 0) + index * control[a + 14]!,
         start,
         end,
       );

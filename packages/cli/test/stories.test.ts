@@ -3,6 +3,8 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
+import { listBackends } from "@infer/core";
+import { registerBackends } from "../src/backends.js";
 
 // dist/test/ -> the repository root is four levels up; the shared models sit beside it.
 // --threads 1: the machine running tests is shared, and spinning worker threads of a tiny model only slow it down.
@@ -17,6 +19,19 @@ test("infer run stories260K greedy prints llama2.c's expected 200 tokens", { ski
   assert.equal(result.status, 0, result.stderr);
   assert.equal(result.stdout, expected);
 });
+
+// The same through each engine by name, for those whose package is installed here.
+for (const backend of ["wasm", "llama_cpp"]) {
+  const registered = await registerBackends().then(() => listBackends().includes(backend));
+  const why = skip || (registered ? false : `backend ${backend} is not installed or failed to load`);
+  test(`infer run --backend ${backend} stories260K prints the expected 200 tokens`, { skip: why, timeout: 120_000 }, () => {
+    const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8");
+    const args = [bin, "run", gguf, "", "-n", "200", "-t", "0", "--threads", "1", "--backend", backend];
+    const result = spawnSync(process.execPath, args, { encoding: "utf8" });
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stdout, expected);
+  });
+}
 
 test("infer run --json and infer info on stories260K", { skip, timeout: 120_000 }, () => {
   const run = spawnSync(process.execPath, [bin, "run", gguf, "", "-n", "20", "-t", "0", "--json", "--threads", "1"], { encoding: "utf8" });

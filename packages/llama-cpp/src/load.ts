@@ -5,7 +5,7 @@ import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-
 import { assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
 import { assertContextFits } from "./memory.js";
 import { LlamaCppModel } from "./model.js";
-import { getRuntime, nodeLlamaCpp } from "./runtime.js";
+import { getRuntime, nodeLlamaCpp, withLlamaLog } from "./runtime.js";
 
 const DEFAULT_PARALLEL_SLOTS = 4;
 /** llama.cpp's positions and cell counts are 32-bit signed. */
@@ -106,10 +106,12 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
 /** -1 = every layer on the GPU, 0 = CPU only, n = that many; unset = as many as fit (node-llama-cpp's "auto"). */
 async function loadWeights(llama: Llama, path: string, gpuLayers: number | undefined, what: string): Promise<LlamaModel> {
   try {
-    return await llama.loadModel({
-      modelPath: path,
-      gpuLayers: gpuLayers === undefined ? "auto" : gpuLayers === -1 ? (llama.gpu ? "max" : 0) : gpuLayers,
-    });
+    return await withLlamaLog(() =>
+      llama.loadModel({
+        modelPath: path,
+        gpuLayers: gpuLayers === undefined ? "auto" : gpuLayers === -1 ? (llama.gpu ? "max" : 0) : gpuLayers,
+      }),
+    );
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     if (/InsufficientMemory|too large|VRAM/i.test(message) || isInsufficientMemory(error)) {
@@ -127,7 +129,7 @@ async function loadWeights(llama: Llama, path: string, gpuLayers: number | undef
 
 async function createContext(model: LlamaModel, contextOptions: LlamaContextOptions, options: LoadOptions): Promise<LlamaContext> {
   try {
-    return await model.createContext(contextOptions);
+    return await withLlamaLog(() => model.createContext(contextOptions));
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     if (isInsufficientMemory(error)) {

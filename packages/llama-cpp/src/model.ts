@@ -166,16 +166,20 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
       },
       timings,
     );
+    // Counted as handed out: tokens decoded but still held (an unfinished UTF-8
+    // character) when the caller stops are not part of the result.
+    let emitted = 0;
     try {
       for (;;) {
         const step = await decoding.next();
         if (step.done) return step.value;
-        this.emitTokenProbe(step.value, prompt.length + timings.generated - 1);
+        this.emitTokenProbe(step.value, prompt.length + emitted);
+        emitted++;
         yield step.value;
       }
     } finally {
       await decoding.return("stop");
-      this.recordMetrics(prompt.length, timings.generated, started, timings.firstTokenAt);
+      this.recordMetrics(prompt.length, emitted, started, timings.firstTokenAt);
     }
   }
 

@@ -6,6 +6,23 @@ import type { Llama } from "node-llama-cpp";
  * and never fails where the native binary is missing; `available()` reports that.
  */
 let runtime: Promise<Llama> | undefined;
+const RECENT_LOG_LINES = 8;
+const recentLog: string[] = [];
+
+/**
+ * Runs `work` and, if it throws, returns llama.cpp's error-log lines written
+ * meanwhile (the reason behind node-llama-cpp's generic "Failed to load model").
+ */
+export async function withLlamaLog<T>(work: () => Promise<T>): Promise<T> {
+  recentLog.length = 0;
+  try {
+    return await work();
+  } catch (error) {
+    const lines = recentLog.filter((line) => /error|fail|invalid|corrupt|missing|not within/i.test(line));
+    if (lines.length > 0 && error instanceof Error) error.message += ` (llama.cpp: ${[...new Set(lines)].join("; ")})`;
+    throw error;
+  }
+}
 let failure: string | undefined;
 
 export type NodeLlamaCpp = typeof import("node-llama-cpp");
@@ -34,7 +51,15 @@ export function getRuntime(): Promise<Llama> {
       progressLogs: false,
       skipDownload: true,
       maxThreads: 0,
-      logLevel: LlamaLogLevel.error,
+      logLevel: LlamaLogLevel.warn,
+      // llama.cpp explains a failed load only in its log; keep the recent lines
+      // for error messages instead of printing them.
+      logger: (level, message) => {
+        if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal || level === LlamaLogLevel.warn) {
+          recentLog.push(message.trim());
+          if (recentLog.length > RECENT_LOG_LINES) recentLog.shift();
+        }
+      },
     });
   })();
   runtime.catch((error: unknown) => {

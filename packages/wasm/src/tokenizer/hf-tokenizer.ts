@@ -221,6 +221,7 @@ export function tokenizerFromHfJson(files: HfTokenizerFiles, source: string): Vo
     const prepends = normalizers.some((n) => n.type === "Prepend" && n.prepend === "▁");
     const replaces = normalizers.some((n) => n.type === "Replace" && isObject(n.pattern) && n.pattern.String === " " && n.content === "▁");
     if (!metaspace && !replaces) fail("tokenizer.json", "is neither byte-level nor SentencePiece-style (no ByteLevel, Metaspace or Replace \" \" -> \"▁\")");
+    if (metaspace && (metaspace.replacement ?? "▁") !== "▁") fail("tokenizer.json pre_tokenizer", "a Metaspace replacement other than \"▁\" is not supported");
     const scheme = metaspace === undefined ? "never" : (metaspace.prepend_scheme ?? (metaspace.add_prefix_space === false ? "never" : "always"));
     const stripDecoder = decoders.some((d) => d.type === "Strip" && d.content === " " && Number(d.start) >= 1);
     const metaspaceDecoder = decoders.find((d) => d.type === "Metaspace");
@@ -229,6 +230,10 @@ export function tokenizerFromHfJson(files: HfTokenizerFiles, source: string): Vo
       ...common,
       byteLevel: false,
       addSpacePrefix: prepends || scheme === "always" ? true : scheme === "first" ? "first" : false,
+      // The Prepend normalizer always adds "▁"; Metaspace only where none leads already.
+      spacePrefixUnlessSpace: !prepends && metaspace !== undefined,
+      // Metaspace splits into words at each "▁" unless told not to (the Rust default is to split).
+      splitAtSpaceMark: metaspace !== undefined && metaspace.split !== false,
       stripLeadingSpace: stripDecoder || metaspaceStrips,
     };
     if (!byteFallback) spec.unkId ??= unkId;

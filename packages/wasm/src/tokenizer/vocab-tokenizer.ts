@@ -57,6 +57,10 @@ export interface VocabularySpec {
    * prepend_scheme "first").
    */
   addSpacePrefix?: boolean | "first";
+  /** SentencePiece only: no prefix for a fragment that already starts with a space (Metaspace's rule). */
+  spacePrefixUnlessSpace?: boolean;
+  /** SentencePiece only: merge within words that each start at a "▁" (Metaspace with split). */
+  splitAtSpaceMark?: boolean;
   /** Decoding drops one leading space (SentencePiece with a space prefix). */
   stripLeadingSpace?: boolean;
   /** Apply Unicode NFC to input text first (a tokenizer.json NFC normalizer). */
@@ -250,8 +254,16 @@ export class VocabTokenizer implements Tokenizer {
   }
 
   private encodeSentencePiece(text: string, spacePrefix: boolean, out: number[]): void {
-    const prefixed = spacePrefix ? ` ${text}` : text;
-    const escaped = prefixed.replaceAll(" ", SPACE_MARK);
+    let escaped = text.replaceAll(" ", SPACE_MARK);
+    if (spacePrefix && !(this.spec.spacePrefixUnlessSpace && escaped.startsWith(SPACE_MARK))) escaped = SPACE_MARK + escaped;
+    if (this.spec.splitAtSpaceMark) {
+      for (const word of escaped.split(/(?=▁)/u)) this.encodeSentencePieceWord(word, out);
+    } else {
+      this.encodeSentencePieceWord(escaped, out);
+    }
+  }
+
+  private encodeSentencePieceWord(escaped: string, out: number[]): void {
     for (const piece of mergeSymbols(Array.from(escaped), this.priority)) {
       const id = this.idOf.get(piece);
       if (id !== undefined) {

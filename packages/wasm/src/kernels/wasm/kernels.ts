@@ -130,6 +130,7 @@ class WasmKernels implements Kernels {
   private readonly qStage: Scratch;
   private readonly tokenStage: Scratch;
   private readonly scores: Scratch;
+  private readonly rowDecode: Scratch;
   private disposed = false;
 
   constructor(
@@ -148,6 +149,7 @@ class WasmKernels implements Kernels {
     this.qStage = new Scratch(arena);
     this.tokenStage = new Scratch(arena);
     this.scores = new Scratch(arena);
+    this.rowDecode = new Scratch(arena);
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -196,7 +198,14 @@ class WasmKernels implements Kernels {
 
     const work = weightBytes * batch;
     const threads = this.minBytesPerThread > 0 ? Math.max(1, Math.floor(work / this.minBytesPerThread)) : this.pool.threads;
-    this.pool.run(Op.MATMUL, [type, outAddress, weights, rows, cols, xAddress, xq, xd, xs, xb, batch], threads);
+    // With batch > 1 each thread decodes a row at a time into its own slice of this scratch.
+    const scratchStride = batch > 1 ? Math.ceil(this.exports.decodeScratchBytes(cols) / 64) * 64 : 0;
+    const scratch = batch > 1 ? this.rowDecode.ensure(scratchStride * this.pool.threads) : 0;
+    this.pool.run(
+      Op.MATMUL,
+      [type, outAddress, weights, rows, cols, xAddress, xq, xd, xs, xb, batch, scratch, scratchStride],
+      threads,
+    );
 
     if (arena.addressOf(out) === undefined) {
       out.set(new Float32Array(arena.heap.buffer, outAddress, batch * rows));

@@ -14,6 +14,7 @@ import type { WasmMemory, WasmModule } from "./webassembly.js";
 export interface KernelExports {
   heapBase(): number;
   rowBytes(type: number, cols: number): number;
+  decodeScratchBytes(cols: number): number;
   quantizeActivations(x: number, count: number, cols: number, xq: number, xd: number, xs: number, xb: number): void;
   matmul(
     type: number,
@@ -27,6 +28,7 @@ export interface KernelExports {
     xs: number,
     xb: number,
     batch: number,
+    scratch: number,
     rowStart: number,
     rowEnd: number,
   ): void;
@@ -71,7 +73,10 @@ export const CONTROL_INTS = 32;
 export const CONTROL_BYTES = CONTROL_INTS * 4;
 
 export const Op = {
-  /** args: type, out, w, rows, cols, x, xq, xd, xs, xb, batch — rows split across threads. */
+  /**
+   * args: type, out, w, rows, cols, x, xq, xd, xs, xb, batch, scratch, scratchStride —
+   * rows split across threads; thread i's scratch at scratch + i * scratchStride.
+   */
   MATMUL: 1,
   /**
    * args: out, q, keys, values, positions, seqIds, numHeads, numKVHeads, headDim,
@@ -141,6 +146,7 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         control[a + 8]! >>> 0,
         control[a + 9]! >>> 0,
         control[a + 10]!,
+        (control[a + 11]! >>> 0) + index * control[a + 12]!,
         start,
         end,
       );

@@ -1,0 +1,183 @@
+// For batches of activations (prefill), each weight row is decoded once into
+// a plain form and then dotted with every activation row, instead of decoding
+// it again per activation row.
+//
+// Quantized types decode to int16 weights, one f32 scale per block of 32 and
+// one f32 minimum per block of 32 (Q4_K only; zero otherwise):
+//   w[e] = scale[e / 32] * q16[e] - min[e / 32]
+// Integer sub-block scales (Q4_K's 6-bit, Q6_K's 8-bit) are multiplied into
+// the int16 values: |q * sc| <= 15 * 63 (Q4_K) and 32 * 128 (Q6_K), so the
+// products with activations (|x| <= 127) and their pairwise sums stay exact in int32.
+// F16 and BF16 decode to f32.
+
+import { halfToFloat } from "./half";
+
+/** Writes q16: [blocks * 32] i16, scales and mins: [blocks] f32 from a Q8_0 row. */
+export function decodeQ8_0(w: usize, blocks: i32, q16: usize, scales: usize, mins: usize): void {
+  for (let i = 0; i < blocks; i++) {
+    const a = v128.load(w, 2);
+    const b = v128.load(w, 18);
+    v128.store(q16, i16x8.extend_low_i8x16_s(a), 0);
+    v128.store(q16, i16x8.extend_high_i8x16_s(a), 16);
+    v128.store(q16, i16x8.extend_low_i8x16_s(b), 32);
+    v128.store(q16, i16x8.extend_high_i8x16_s(b), 48);
+    store<f32>(scales, halfToFloat(load<u16>(w)));
+    store<f32>(mins, 0);
+    w += 34;
+    q16 += 64;
+    scales += 4;
+    mins += 4;
+  }
+}
+
+export function decodeQ4_0(w: usize, blocks: i32, q16: usize, scales: usize, mins: usize): void {
+  const lowMask = i16x8.splat(0x0f);
+  const offset = i16x8.splat(8);
+  for (let i = 0; i < blocks; i++) {
+    const packed = v128.load(w, 2);
+    const first = i16x8.extend_low_i8x16_u(packed);
+    const second = i16x8.extend_high_i8x16_u(packed);
+    v128.store(q16, i16x8.sub(v128.and(first, lowMask), offset), 0);
+    v128.store(q16, i16x8.sub(v128.and(second, lowMask), offset), 16);
+    v128.store(q16, i16x8.sub(i16x8.shr_u(first, 4), offset), 32);
+    v128.store(q16, i16x8.sub(i16x8.shr_u(second, 4), offset), 48);
+    store<f32>(scales, halfToFloat(load<u16>(w)));
+    store<f32>(mins, 0);
+    w += 18;
+    q16 += 64;
+    scales += 4;
+    mins += 4;
+  }
+}
+
+/** Q4_K sub-block j's 6-bit scale (low byte) and min (second byte), unpacked from the 12 scale bytes. */
+export function scaleAndMin(scales: usize, j: i32): u32 {
+  if (j < 4) return (<u32>load<u8>(scales + j) & 63) | ((<u32>load<u8>(scales + j + 4) & 63) << 8);
+  const packed = <u32>load<u8>(scales + j + 4);
+  const scale = (packed & 0xf) | ((<u32>load<u8>(scales + j - 4) >> 6) << 4);
+  const min = (packed >> 4) | ((<u32>load<u8>(scales + j) >> 6) << 4);
+  return scale | (min << 8);
+}
+
+export function decodeQ4_K(w: usize, superBlocks: i32, q16: usize, scales: usize, mins: usize): void {
+  const lowMask = i16x8.splat(0x0f);
+  for (let i = 0; i < superBlocks; i++) {
+    const d = halfToFloat(load<u16>(w));
+    const dmin = halfToFloat(load<u16>(w, 2));
+    let qs = w + 16;
+    for (let j = 0; j < 8; j += 2) {
+      const first = scaleAndMin(w + 4, j);
+      const second = scaleAndMin(w + 4, j + 1);
+      const lowScale = i16x8.splat(<i16>(first & 0xff));
+      const highScale = i16x8.splat(<i16>(second & 0xff));
+      for (let half = 0; half < 2; half++) {
+        const v = v128.load(qs + 16 * half);
+        const a = i16x8.extend_low_i8x16_u(v);
+        const b = i16x8.extend_high_i8x16_u(v);
+        const at = q16 + 32 * half;
+        v128.store(at, i16x8.mul(v128.and(a, lowMask), lowScale), 0);
+        v128.store(at, i16x8.mul(v128.and(b, lowMask), lowScale), 16);
+        v128.store(at, i16x8.mul(i16x8.shr_u(a, 4), highScale), 64);
+        v128.store(at, i16x8.mul(i16x8.shr_u(b, 4), highScale), 80);
+      }
+      store<f32>(scales, d);
+      store<f32>(scales, d, 4);
+      store<f32>(mins, dmin * <f32>(first >> 8));
+      store<f32>(mins, dmin * <f32>(second >> 8), 4);
+      qs += 32;
+      q16 += 128;
+      scales += 8;
+      mins += 8;
+    }
+    w += 144;
+  }
+}
+
+export function decodeQ6_K(w: usize, superBlocks: i32, q16: usize, scales: usize, mins: usize): void {
+  const lowMask = i8x16.splat(0x0f);
+  const highMask = i8x16.splat(0x30);
+  const offset = i8x16.splat(32);
+  for (let i = 0; i < superBlocks; i++) {
+    const d = halfToFloat(load<u16>(w, 208));
+    for (let half = 0; half < 2; half++) {
+      const ql = w + 64 * half;
+      const qh = w + 128 + 32 * half;
+      const sc = w + 192 + 8 * half;
+      const out = q16 + 256 * half;
+      for (let g = 0; g < 2; g++) {
+        const a = v128.load(ql + 16 * g);
+        const b = v128.load(ql + 32 + 16 * g);
+        const h = v128.load(qh + 16 * g);
+        const q0 = i8x16.sub(v128.or(v128.and(a, lowMask), i8x16.shl(v128.and(h, i8x16.splat(3)), 4)), offset);
+        const q1 = i8x16.sub(v128.or(v128.and(b, lowMask), v128.and(i8x16.shl(h, 2), highMask)), offset);
+        const q2 = i8x16.sub(v128.or(i8x16.shr_u(a, 4), v128.and(h, highMask)), offset);
+        const q3 = i8x16.sub(v128.or(i8x16.shr_u(b, 4), v128.and(i8x16.shr_u(h, 2), highMask)), offset);
+        storeScaled(out + 32 * g, q0, load<i8>(sc + g));
+        storeScaled(out + 64 + 32 * g, q1, load<i8>(sc + g + 2));
+        storeScaled(out + 128 + 32 * g, q2, load<i8>(sc + g + 4));
+        storeScaled(out + 192 + 32 * g, q3, load<i8>(sc + g + 6));
+      }
+    }
+    for (let k = 0; k < 8; k++) {
+      store<f32>(scales + 4 * k, d);
+      store<f32>(mins + 4 * k, 0);
+    }
+    w += 210;
+    q16 += 512;
+    scales += 32;
+    mins += 32;
+  }
+}
+
+/** Sixteen int8 values times `scale`, stored as int16 at `at`. */
+function storeScaled(at: usize, values: v128, scale: i8): void {
+  const s = i16x8.splat(<i16>scale);
+  v128.store(at, i16x8.mul(i16x8.extend_low_i8x16_s(values), s), 0);
+  v128.store(at, i16x8.mul(i16x8.extend_high_i8x16_s(values), s), 16);
+}
+
+/** A decoded quantized row · one activation row (int16 xq, per-block xd scales and xs sums). */
+export function dotDecoded(q16: usize, scales: usize, mins: usize, xq: usize, xd: usize, xs: usize, blocks: i32): f32 {
+  let acc = f32x4.splat(0);
+  let minTerm: f32 = 0;
+  for (let i = 0; i < blocks; i++) {
+    let isum = i32x4.add(i32x4.dot_i16x8_s(v128.load(q16, 0), v128.load(xq, 0)), i32x4.dot_i16x8_s(v128.load(q16, 16), v128.load(xq, 16)));
+    isum = i32x4.add(isum, i32x4.add(i32x4.dot_i16x8_s(v128.load(q16, 32), v128.load(xq, 32)), i32x4.dot_i16x8_s(v128.load(q16, 48), v128.load(xq, 48))));
+    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum), f32x4.splat(load<f32>(scales) * load<f32>(xd))));
+    minTerm += load<f32>(mins) * load<f32>(xs);
+    q16 += 64;
+    xq += 64;
+    scales += 4;
+    mins += 4;
+    xd += 4;
+    xs += 4;
+  }
+  const pairs = f32x4.add(acc, i32x4.shuffle(acc, acc, 2, 3, 0, 1));
+  return f32x4.extract_lane(pairs, 0) + f32x4.extract_lane(pairs, 1) - minTerm;
+}
+
+/** Eight halves (F16, bfloat = false; BF16, bfloat = true) at a time to f32; cols a multiple of 8 for the SIMD part. */
+export function decodeHalves(w: usize, cols: i32, out: usize, bfloat: bool): void {
+  let c = 0;
+  for (; c + 4 <= cols; c += 4) {
+    const bits = v128.load64_zero(w);
+    const wide = i32x4.extend_low_i16x8_u(bits);
+    v128.store(out, bfloat ? i32x4.shl(wide, 16) : halvesToFloats(wide));
+    w += 8;
+    out += 16;
+  }
+  for (; c < cols; c++) {
+    const bits = <u32>load<u16>(w);
+    store<f32>(out, bfloat ? reinterpret<f32>(bits << 16) : halfToFloat(bits));
+    w += 2;
+    out += 4;
+  }
+}
+
+/** Four halves, zero-extended into i32 lanes, as four floats (inf / NaN kept). */
+function halvesToFloats(bits: v128): v128 {
+  const magnitude = i32x4.shl(v128.and(bits, i32x4.splat(0x7fff)), 13);
+  const scaled = f32x4.mul(magnitude, f32x4.splat(5.192296858534828e33)); // 2^112: rebias the exponent
+  const special = v128.and(i32x4.ge_u(magnitude, i32x4.splat(0x0f800000)), i32x4.splat(0x7f800000));
+  return v128.or(v128.or(scaled, special), i32x4.shl(v128.and(bits, i32x4.splat(0x8000)), 16));
+}

@@ -1,0 +1,15 @@
+import { formats } from "@infer/wasm";
+
+const { GgufValueType } = formats;
+export type MetadataValue = formats.GgufValueInput;
+export type Metadata = Record<string, MetadataValue>;
+
+/** Explicit GGUF types where inference from a JS number would guess wrong (10000.0 is an integer to JS). */
+export const f32 = (value: number): MetadataValue => ({ type: GgufValueType.FLOAT32, value });
+export const u32 = (value: number): MetadataValue => ({ type: GgufValueType.UINT32, value });
+
+export function readJsonObject(text: string, file: string): Record<string, unknown> {
+  const parsed: unknown = JSON.parse(text);
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new SyntaxError(`${file} is not a JSON object`);
+  return parsed as Record<string, unknown>;
+}

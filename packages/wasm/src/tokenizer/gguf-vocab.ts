@@ -173,6 +173,7 @@ export function tokenizerFromGgufMetadata(meta: MetadataSource, source: string):
     kinds: kinds as unknown as ArrayLike<TokenKind>,
     unkId,
     bosId,
+    eosId,
     eosIds,
     addEos: md.bool("tokenizer.ggml.add_eos_token") ?? false,
     chatTemplate: md.string("tokenizer.chat_template"),

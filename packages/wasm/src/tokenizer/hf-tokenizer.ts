@@ -161,11 +161,13 @@ export function tokenizerFromHfJson(files: HfTokenizerFiles, source: string): Vo
   const configBos = tokenContent(config.bos_token);
   const configEos = tokenContent(config.eos_token);
   const bosId = idList(modelConfig.bos_token_id)[0] ?? (configBos !== undefined ? idOf(configBos) : undefined) ?? postBos;
+  const configEosId = configEos !== undefined ? idOf(configEos) : undefined;
   const eosIds = [
     ...idList(generation.eos_token_id),
     ...idList(modelConfig.eos_token_id),
-    ...(configEos !== undefined && idOf(configEos) !== undefined ? [idOf(configEos)!] : []),
+    ...(configEosId !== undefined ? [configEosId] : []),
   ].filter((id) => id < size);
+  const eosId = configEosId ?? postEos ?? eosIds[0];
   const addBos = typeof config.add_bos_token === "boolean" ? config.add_bos_token : postBos !== undefined;
   const addEos = typeof config.add_eos_token === "boolean" ? config.add_eos_token : postEos !== undefined;
 
@@ -176,6 +178,7 @@ export function tokenizerFromHfJson(files: HfTokenizerFiles, source: string): Vo
     merge: { by: "rank" as const, merges: merges as (string | [string, string])[], field: "tokenizer.json model.merges" },
     unkId,
     bosId: bosId !== undefined && bosId < size ? bosId : undefined,
+    eosId,
     eosIds,
     addBos,
     addEos,

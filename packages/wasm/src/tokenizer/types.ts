@@ -56,6 +56,8 @@ export interface Tokenizer {
   readonly source: string;
   readonly vocabSize: number;
   readonly bosId: number | undefined;
+  /** The EOS token itself (what `addEos` appends). */
+  readonly eosId: number | undefined;
   /** Every id that ends generation (eos, eot, eom, and the generation config's list). */
   readonly eosIds: number[];
   /** Whether `encode` puts BOS first / EOS last when adding special tokens. */

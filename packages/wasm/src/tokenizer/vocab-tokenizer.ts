@@ -67,6 +67,9 @@ export interface VocabularySpec {
   nfc?: boolean;
   unkId?: number;
   bosId?: number;
+  /** The EOS token `encode` appends when `addEos` (default: the first of `eosIds`). */
+  eosId?: number;
+  /** Every id that ends generation. */
   eosIds: readonly number[];
   addBos: boolean;
   addEos: boolean;
@@ -90,6 +93,7 @@ export class VocabTokenizer implements Tokenizer {
   readonly source: string;
   readonly vocabSize: number;
   readonly bosId: number | undefined;
+  readonly eosId: number | undefined;
   readonly eosIds: number[];
   readonly addBos: boolean;
   readonly addEos: boolean;
@@ -110,10 +114,11 @@ export class VocabTokenizer implements Tokenizer {
     this.source = spec.source;
     this.vocabSize = spec.tokens.length;
     this.bosId = spec.bosId;
-    this.eosIds = [...new Set(spec.eosIds)];
+    this.eosId = spec.eosId ?? spec.eosIds[0];
+    this.eosIds = [...new Set(this.eosId === undefined ? spec.eosIds : [this.eosId, ...spec.eosIds])];
     this.eogSet = new Set(this.eosIds);
     this.addBos = spec.addBos && spec.bosId !== undefined;
-    this.addEos = spec.addEos && spec.eosIds.length > 0;
+    this.addEos = spec.addEos && this.eosId !== undefined;
     this.chatTemplate = spec.chatTemplate;
     this.pieceCache = new Array<Uint8Array | undefined>(spec.tokens.length);
 
@@ -228,7 +233,7 @@ export class VocabTokenizer implements Tokenizer {
       }
       atInputStart = false;
     }
-    if (addSpecial && this.addEos) out.push(this.eosIds[0]!);
+    if (addSpecial && this.addEos) out.push(this.eosId!);
     return out;
   }
 
@@ -376,7 +381,7 @@ export class VocabTokenizer implements Tokenizer {
     return renderChat(template, messages, {
       addGenerationPrompt: options.addGenerationPrompt ?? true,
       bosToken: this.spec.bosText ?? (this.bosId !== undefined ? this.spec.tokens[this.bosId] : undefined),
-      eosToken: this.spec.eosText ?? (this.eosIds.length > 0 ? this.spec.tokens[this.eosIds[0]!] : undefined),
+      eosToken: this.spec.eosText ?? (this.eosId !== undefined ? this.spec.tokens[this.eosId] : undefined),
       source: options.chatTemplate !== undefined ? "the chatTemplate option" : (this.spec.chatTemplateSource ?? this.source),
       ...options.extra,
     });

@@ -22,14 +22,19 @@ describe("Hugging Face model folder", () => {
   });
 
   it("collects eos ids from generation_config (a list), config.json and tokenizer_config", async () => {
-    await writeFile(join(dir, "tokenizer_config.json"), JSON.stringify({ bos_token: "<s>", eos_token: { content: "</s>" }, add_bos_token: false }));
+    await writeFile(
+      join(dir, "tokenizer_config.json"),
+      JSON.stringify({ bos_token: "<s>", eos_token: { content: "</s>" }, add_bos_token: false, add_eos_token: true }),
+    );
     await writeFile(join(dir, "generation_config.json"), JSON.stringify({ eos_token_id: [13, 2] }));
     await writeFile(join(dir, "config.json"), JSON.stringify({ bos_token_id: 1, eos_token_id: 29889 }));
     const tokenizer = await loadTokenizer(dir);
-    assert.deepEqual(tokenizer.eosIds, [13, 2, 29889]);
+    // The configured eos token first (the one encode appends), then the generation config's.
+    assert.equal(tokenizer.eosId, 2);
+    assert.deepEqual(tokenizer.eosIds, [2, 13, 29889]);
     assert.equal(tokenizer.bosId, 1);
     assert.equal(tokenizer.addBos, false);
-    assert.equal(tokenizer.encode("hi")[0], tokenizer.encode("hi", { addSpecialTokens: false })[0]);
+    assert.deepEqual(tokenizer.encode("hi"), [...tokenizer.encode("hi", { addSpecialTokens: false }), 2]);
     assert.ok(tokenizer.isEndOfGeneration(13) && !tokenizer.isEndOfGeneration(1));
   });
 
@@ -47,7 +52,7 @@ describe("Hugging Face model folder", () => {
     const fromConfig = await loadTokenizer(join(dir, "tokenizer.json"));
     assert.equal(fromConfig.renderChat([{ role: "user", content: "hey" }]), "<s>hey");
 
-    await writeFile(join(dir, "chat_template.jinja"), "{% for m in messages %}{{ m.role }}={{ m.content }};{% endfor %}{{ oops(") ;
+    await writeFile(join(dir, "chat_template.jinja"), "{% for m in messages %}{{ m.role }}={{ m.content }};{% endfor %}{{ oops(");
     const fromFile = await loadTokenizer(dir);
     assert.throws(
       () => fromFile.renderChat([{ role: "user", content: "hey" }]),

@@ -172,3 +172,125 @@ export function describeQuantization(fileType: unknown, tensors: readonly Tensor
 export function elementCount(tensor: TensorSummary): number {
   return tensor.dimensions.reduce<number>((product, dim) => product * Number(dim), 1);
 }
+
+/** GGUF metadata value types (the u32 before each value). */
+export const GgufValueType = {
+  UINT8: 0,
+  INT8: 1,
+  UINT16: 2,
+  INT16: 3,
+  UINT32: 4,
+  INT32: 5,
+  FLOAT32: 6,
+  BOOL: 7,
+  STRING: 8,
+  ARRAY: 9,
+  UINT64: 10,
+  INT64: 11,
+  FLOAT64: 12,
+} as const;
+
+const FIXED_VALUE_BYTES: Record<number, number> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
+/** Metadata scanned for types is read from at most this many leading bytes (adapters keep a few hundred). */
+const METADATA_SCAN_BYTES = 8 * 2 ** 20;
+
+/**
+ * The value type of each metadata key in the file's first bytes. Some of
+ * llama.cpp's readers (LoRA adapters) read values with asserting accessors
+ * that abort the process on a type mismatch, so the types are checked here first.
+ */
+export async function readMetadataTypes(path: string): Promise<Map<string, number>> {
+  const file = await open(path, "r");
+  let bytes: Buffer;
+  try {
+    const size = (await file.stat()).size;
+    bytes = Buffer.alloc(Math.min(size, METADATA_SCAN_BYTES));
+    await file.read(bytes, 0, bytes.length, 0);
+  } finally {
+    await file.close();
+  }
+  const types = new Map<string, number>();
+  let at = 24;
+  const metadataCount = bytes.length >= 24 ? bytes.readBigUInt64LE(16) : 0n;
+  const need = (count: number | bigint) => {
+    if (BigInt(at) + BigInt(count) > BigInt(bytes.length)) throw new RangeError("past the scanned bytes");
+  };
+  const skipString = () => {
+    need(8);
+    const length = bytes.readBigUInt64LE(at);
+    need(8n + length);
+    at += 8 + Number(length);
+  };
+  const skipValue = (type: number, depth: number): void => {
+    const fixed = FIXED_VALUE_BYTES[type];
+    if (fixed !== undefined) {
+      need(fixed);
+      at += fixed;
+    } else if (type === GgufValueType.STRING) {
+      skipString();
+    } else if (type === GgufValueType.ARRAY && depth < 4) {
+      need(12);
+      const itemType = bytes.readUInt32LE(at);
+      const count = bytes.readBigUInt64LE(at + 4);
+      at += 12;
+      const itemBytes = FIXED_VALUE_BYTES[itemType];
+      if (itemBytes !== undefined) {
+        need(count * BigInt(itemBytes));
+        at += Number(count) * itemBytes;
+      } else {
+        for (let i = 0n; i < count; i++) skipValue(itemType, depth + 1);
+      }
+    } else {
+      throw new RangeError(`unknown value type ${type}`);
+    }
+  };
+  try {
+    for (let i = 0n; i < metadataCount; i++) {
+      need(8);
+      const keyLength = Number(bytes.readBigUInt64LE(at));
+      need(8 + keyLength + 4);
+      const key = bytes.toString("utf8", at + 8, at + 8 + keyLength);
+      const type = bytes.readUInt32LE(at + 8 + keyLength);
+      at += 8 + keyLength + 4;
+      types.set(key, type);
+      skipValue(type, 0);
+    }
+  } catch {
+    // Truncated or odd metadata: report what was read; llama.cpp's own parser rejects the rest.
+  }
+  return types;
+}
+
+/** The metadata types llama.cpp's LoRA loader reads without checking. */
+const ADAPTER_KEY_TYPES: Record<string, number> = {
+  "general.architecture": GgufValueType.STRING,
+  "general.type": GgufValueType.STRING,
+  "adapter.type": GgufValueType.STRING,
+  "adapter.lora.alpha": GgufValueType.FLOAT32,
+  "adapter.lora.task_name": GgufValueType.STRING,
+  "adapter.lora.prompt_prefix": GgufValueType.STRING,
+  "adapter.alora.invocation_tokens": GgufValueType.ARRAY,
+};
+
+/** Rejects a LoRA adapter whose metadata types would make llama.cpp abort. */
+export async function assertAdapterMetadata(path: string): Promise<void> {
+  const types = await readMetadataTypes(path);
+  const names = Object.fromEntries(Object.entries(GgufValueType).map(([name, id]) => [id, name]));
+  for (const [key, expected] of Object.entries(ADAPTER_KEY_TYPES)) {
+    const actual = types.get(key);
+    if (actual !== undefined && actual !== expected) {
+      throw new InferenceError(
+        "MODEL_FORMAT",
+        `LoRA adapter '${path}': metadata key ${key} is ${names[actual] ?? `type ${actual}`}, expected ${names[expected]}`,
+        { details: { path, field: key } },
+      );
+    }
+  }
+  if (types.get("general.type") === undefined || types.get("adapter.type") === undefined) {
+    throw new InferenceError(
+      "MODEL_FORMAT",
+      `'${path}' is not a GGUF LoRA adapter (it lacks general.type = "adapter" and adapter.type = "lora")`,
+      { details: { path } },
+    );
+  }
+}

@@ -2,7 +2,7 @@ import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
-import { assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
+import { assertAdapterMetadata, assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
 import { assertContextFits } from "./memory.js";
 import { LlamaCppModel } from "./model.js";
 import { getRuntime, nodeLlamaCpp, withLlamaLog } from "./runtime.js";
@@ -72,11 +72,13 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
     }
 
     const { DraftSequenceTokenPredictor } = await nodeLlamaCpp();
+    // minTokens: the target waits for a few drafted tokens and verifies them in
+    // one batch (classic speculative decoding) rather than racing the draft.
     const sequences = [];
     for (let i = 0; i < slots; i++) {
       sequences.push(
         draft
-          ? context.getSequence({ tokenPredictor: new DraftSequenceTokenPredictor(draft.context.getSequence()) })
+          ? context.getSequence({ tokenPredictor: new DraftSequenceTokenPredictor(draft.context.getSequence(), { minTokens: 4 }) })
           : context.getSequence(),
       );
     }
@@ -180,6 +182,7 @@ async function assertAdapter(path: string): Promise<void> {
     });
   }
   await assertGgufFile(path, "LoRA adapter");
+  await assertAdapterMetadata(path);
 }
 
 function modelInfo(model: LlamaModel, contextLength: number): ModelInfo {

@@ -83,6 +83,15 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     return this.parts.llama.gpu;
   }
 
+  /**
+   * Speculative decoding so far on the single-stream slot: draft tokens that
+   * the model confirmed (`validated`) or rejected (`refuted`). All zero without a draft model.
+   */
+  get speculativeStats(): { validated: number; refuted: number } {
+    const { validated, refuted } = this.parts.slots[0]!.tokenPredictions;
+    return { validated, refuted };
+  }
+
   /** Layers offloaded to the GPU. */
   get gpuLayers(): number {
     return this.parts.model.gpuLayers;

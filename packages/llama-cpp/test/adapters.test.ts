@@ -1,0 +1,180 @@
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { mkdtemp, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+import { isInferenceError, loadModel } from "@infer/core";
+import "../src/index.js";
+import type { LlamaCppModel } from "../src/index.js";
+import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
+
+/**
+ * LoRA and speculative decoding, checked against independent references: an
+ * adapter must act exactly like its update merged into the weights (a second
+ * model file written here), and a draft model must not change greedy output.
+ * GGUF files are written with @infer/wasm's GGUF reader/writer, loaded from its
+ * build output (a test-only link; this package does not depend on it).
+ */
+const WASM_FORMATS = new URL("../../../wasm/dist/src/formats/index.js", import.meta.url);
+const skipWithoutWasm = existsSync(fileURLToPath(WASM_FORMATS))
+  ? false
+  : `needs @infer/wasm's GGUF writer at ${fileURLToPath(WASM_FORMATS)} (build packages/wasm first)`;
+
+interface GgufTensorInfo {
+  name: string;
+  shape: number[];
+  type: number;
+  offset: number;
+  byteLength: number;
+}
+interface WasmFormats {
+  readGguf(path: string): Promise<{ metadata: Map<string, unknown>; tensors: GgufTensorInfo[] }>;
+  writeGgufFile(
+    path: string,
+    spec: { metadata: Map<string, unknown> | Record<string, unknown>; tensors: { name: string; shape: number[]; type: number; data: Float32Array }[] },
+  ): Promise<void>;
+}
+
+const F32 = 0;
+const GGUF_FLOAT32 = 6;
+const RANK = 4;
+const ALPHA = 8;
+const GREEDY = { temperature: 0, maxTokens: 60 } as const;
+
+/** Deterministic pseudo-random values in [-amplitude, amplitude). */
+function noise(count: number, seed: number, amplitude: number): Float32Array {
+  const out = new Float32Array(count);
+  let state = seed >>> 0;
+  for (let i = 0; i < count; i++) {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    out[i] = (state / 2 ** 32 - 0.5) * 2 * amplitude;
+  }
+  return out;
+}
+
+describe("LoRA adapters and speculative decoding", { skip: skipWithoutStories || skipWithoutWasm }, () => {
+  let dir: string;
+  let base: LlamaCppModel;
+  let adapted: LlamaCppModel;
+  let merged: LlamaCppModel;
+
+  before(async () => {
+    const formats = (await import(WASM_FORMATS.href)) as WasmFormats;
+    dir = await mkdtemp(join(tmpdir(), "infer-llama-cpp-lora-"));
+    const file = await readFile(STORIES_GGUF);
+    const source = await formats.readGguf(STORIES_GGUF);
+    const weights = new Map(
+      source.tensors.map((t) => {
+        assert.equal(t.type, F32, "stories260K stores every tensor as F32");
+        return [t.name, new Float32Array(file.buffer.slice(file.byteOffset + t.offset, file.byteOffset + t.offset + t.byteLength))];
+      }),
+    );
+
+    // LoRA on every layer's attn_q and ffn_up. ggml shapes: W [in, out] (row o holds
+    // output o's weights), A [in, r], B [r, out]; y += (alpha / r) * B (A x).
+    const targets = source.tensors.filter((t) => /^blk\.\d+\.(attn_q|ffn_up)\.weight$/.test(t.name));
+    const adapterTensors = [];
+    const mergedWeights = new Map(weights);
+    for (const [index, target] of targets.entries()) {
+      const [inDim, outDim] = target.shape as [number, number];
+      const a = noise(inDim * RANK, 100 + index, 0.5);
+      const b = noise(RANK * outDim, 200 + index, 0.5);
+      const stem = target.name.replace(/\.weight$/, "");
+      adapterTensors.push(
+        { name: `${stem}.weight.lora_a`, shape: [inDim, RANK], type: F32, data: a },
+        { name: `${stem}.weight.lora_b`, shape: [RANK, outDim], type: F32, data: b },
+      );
+      const w = Float32Array.from(weights.get(target.name)!);
+      for (let o = 0; o < outDim; o++) {
+        for (let i = 0; i < inDim; i++) {
+          let delta = 0;
+          for (let j = 0; j < RANK; j++) delta += b[o * RANK + j]! * a[j * inDim + i]!;
+          w[o * inDim + i]! += (ALPHA / RANK) * delta;
+        }
+      }
+      mergedWeights.set(target.name, w);
+    }
+    const adapterMetadata = {
+      "general.architecture": "llama",
+      "general.type": "adapter",
+      "adapter.type": "lora",
+      "adapter.lora.alpha": { type: GGUF_FLOAT32, value: ALPHA },
+    };
+    await formats.writeGgufFile(join(dir, "adapter.gguf"), { metadata: adapterMetadata, tensors: adapterTensors });
+    // The same adapter with alpha stored as an integer: llama.cpp would abort the process reading it.
+    await formats.writeGgufFile(join(dir, "int-alpha.gguf"), {
+      metadata: { ...adapterMetadata, "adapter.lora.alpha": ALPHA },
+      tensors: adapterTensors,
+    });
+    await formats.writeGgufFile(join(dir, "merged.gguf"), {
+      metadata: source.metadata,
+      tensors: source.tensors.map((t) => ({ name: t.name, shape: t.shape, type: F32, data: mergedWeights.get(t.name)! })),
+    });
+
+    base = (await loadModel(STORIES_GGUF, TEST_LOAD)) as LlamaCppModel;
+    adapted = (await loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: join(dir, "adapter.gguf") })) as LlamaCppModel;
+    merged = (await loadModel(join(dir, "merged.gguf"), TEST_LOAD)) as LlamaCppModel;
+  });
+  after(async () => {
+    await Promise.all([base?.close(), adapted?.close(), merged?.close()]);
+  });
+
+  test("a GGUF LoRA adapter acts like its update merged into the weights", async () => {
+    const prompts = ["Once upon a time", "The dog", "Lily was"];
+    const [withAdapter, withMerged, without] = await Promise.all(
+      [adapted, merged, base].map((m) => m.classify(prompts, { logits: true })),
+    );
+    for (let p = 0; p < prompts.length; p++) {
+      const a = withAdapter![p]!.logits!;
+      const m = withMerged![p]!.logits!;
+      const b = without![p]!.logits!;
+      let adapterVsMerged = 0;
+      let adapterVsBase = 0;
+      for (let i = 0; i < a.length; i++) {
+        adapterVsMerged = Math.max(adapterVsMerged, Math.abs(a[i]! - m[i]!));
+        adapterVsBase = Math.max(adapterVsBase, Math.abs(a[i]! - b[i]!));
+      }
+      // float32 rounding differs (B(Ax) vs a merged W); the adapter's own effect is hundreds of times larger.
+      assert.ok(adapterVsMerged < 5e-3, `prompt ${p}: adapter and merged logits differ by ${adapterVsMerged}`);
+      assert.ok(adapterVsBase > 1, `prompt ${p}: the adapter changed logits by only ${adapterVsBase}`);
+    }
+    const adaptedText = await adapted.generateText("Once upon a time", GREEDY);
+    assert.equal(adaptedText.text, (await merged.generateText("Once upon a time", GREEDY)).text);
+  });
+
+  test("an adapter whose metadata would crash llama.cpp is MODEL_FORMAT instead", async () => {
+    const path = join(dir, "int-alpha.gguf");
+    await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: path }), (error: unknown) => {
+      assert.ok(isInferenceError(error, "MODEL_FORMAT"), String(error));
+      assert.ok(error.message.includes(path) && error.message.includes("adapter.lora.alpha"), error.message);
+      return true;
+    });
+    await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: STORIES_GGUF }), (error: unknown) =>
+      isInferenceError(error, "MODEL_FORMAT"),
+    );
+  });
+
+  test("a draft model speeds nothing up wrongly: speculative greedy output equals plain greedy", async () => {
+    const speculative = (await loadModel(STORIES_GGUF, { ...TEST_LOAD, draftModel: STORIES_GGUF })) as LlamaCppModel;
+    try {
+      for (const prompt of ["", "Once upon a time", "The dog"]) {
+        const plain = await base.generateText(prompt, GREEDY);
+        const drafted = await speculative.generateText(prompt, GREEDY);
+        assert.deepEqual(
+          drafted.tokens.map((t) => t.id),
+          plain.tokens.map((t) => t.id),
+          `prompt ${JSON.stringify(prompt)}`,
+        );
+      }
+      // The draft is the model itself, so its guesses are confirmed: it really ran.
+      assert.ok(speculative.speculativeStats.validated > 0, JSON.stringify(speculative.speculativeStats));
+      const batch = await speculative.batchGenerate(["Once upon a time", "The dog"], GREEDY);
+      assert.equal(batch[0]!.text, (await base.generateText("Once upon a time", GREEDY)).text);
+      assert.equal(batch[1]!.text, (await base.generateText("The dog", GREEDY)).text);
+    } finally {
+      await speculative.close();
+    }
+  });
+});

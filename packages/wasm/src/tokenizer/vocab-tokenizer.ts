@@ -349,6 +349,9 @@ export class VocabTokenizer implements Tokenizer {
       case TokenKind.Unknown:
         // Control tokens are stored as the text they stand for.
         return utf8.encode(text);
+      case TokenKind.Unused:
+        // Padding slots ("[PAD123]") stand for no text, as in llama.cpp.
+        return new Uint8Array(0);
       case TokenKind.UserDefined:
         // Also stored as their text, but a SentencePiece vocabulary may spell
         // spaces in them as "▁" (Gemma's "▁▁" run tokens): those decode as spaces.

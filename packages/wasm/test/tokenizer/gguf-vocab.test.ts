@@ -109,6 +109,13 @@ describe("GGUF byte-level BPE vocabulary", () => {
     assert.deepEqual(tokenizer.encode("hello world"), [id("hello"), id("Ġworld")]);
     assert.equal(tokenizer.decode(tokenizer.encode("hello world")), "hello world");
     assert.deepEqual(tokenizer.encode("hello<|eot|>"), [id("hello"), id("<|eot|>")]);
+    assert.equal(tokenizer.decode([id("hello"), id("<|eot|>")], { skipSpecialTokens: true }), "hello");
+    // An unused (padding) slot decodes to nothing.
+    const padded = bpeMetadata("qwen2");
+    const types = Int32Array.from(padded["tokenizer.ggml.token_type"] as Int32Array);
+    types[id("lo")] = 5;
+    const withPad = tokenizerFromGgufMetadata({ ...padded, "tokenizer.ggml.token_type": types }, "pad");
+    assert.equal(withPad.decode([id("hello"), id("lo")]), "hello");
     assert.equal(tokenizer.bosId, undefined);
     assert.equal(tokenizer.addBos, false);
     assert.deepEqual(tokenizer.eosIds, [id("<|eot|>")]);

@@ -239,7 +239,6 @@ export function tokenizerFromHfJson(files: HfTokenizerFiles, source: string): Vo
       splitAtSpaceMark: metaspace !== undefined && metaspace.split !== false,
       stripLeadingSpace: stripDecoder || metaspaceStrips,
     };
-    if (!byteFallback) spec.unkId ??= unkId;
   }
   return new VocabTokenizer(spec);
 }

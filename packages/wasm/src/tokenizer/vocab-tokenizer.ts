@@ -275,11 +275,11 @@ export class VocabTokenizer implements Tokenizer {
         out.push(id);
         continue;
       }
-      for (const byte of utf8.encode(piece)) {
-        const byteId = this.byteTokens[byte]!;
-        if (byteId >= 0) out.push(byteId);
-        else if (this.spec.unkId !== undefined) out.push(this.spec.unkId);
-      }
+      // Byte fallback, or one unknown token for the piece when the
+      // vocabulary lacks byte tokens (Hugging Face's BPE rule).
+      const bytes = Array.from(utf8.encode(piece), (byte) => this.byteTokens[byte]!);
+      if (bytes.every((byteId) => byteId >= 0)) out.push(...bytes);
+      else if (this.spec.unkId !== undefined) out.push(this.spec.unkId);
     }
   }
 

@@ -24,11 +24,11 @@ const names = (code: string, ...fragments: string[]) => (error: Error & { code?:
   error.code === code && fragments.every((f) => error.message.includes(f));
 
 /** A tiny SentencePiece vocabulary: control tokens, 256 byte tokens, then scored pieces. */
-function spmMetadata(): Record<string, GgufValueInput> {
+function spmMetadata(withByteTokens = true): Record<string, GgufValueInput> {
   const tokens = ["<unk>", "<s>", "</s>"];
   const types = [2, 3, 3];
   const scores = [0, 0, 0];
-  for (let b = 0; b < 256; b++) {
+  for (let b = 0; b < (withByteTokens ? 256 : 0); b++) {
     tokens.push(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`);
     types.push(6);
     scores.push(0);
@@ -78,6 +78,9 @@ describe("GGUF SentencePiece vocabulary", () => {
     // "é" is not a piece: its UTF-8 bytes C3 A9 become byte tokens.
     assert.deepEqual(tokenizer.encode("é", { addSpecialTokens: false }), [id("▁"), id("<0xC3>"), id("<0xA9>")]);
     assert.equal(tokenizer.decode(tokenizer.encode("abc é")), "<s> abc é");
+    // Without byte tokens an unknown piece is one <unk>.
+    const noBytes = tokenizerFromGgufMetadata(spmMetadata(false), "no-bytes");
+    assert.deepEqual(noBytes.encode("aé", { addSpecialTokens: false }), [noBytes.tokenId("▁a"), 0]);
     assert.equal(tokenizer.decode(tokenizer.encode("abc é"), { skipSpecialTokens: true }), "abc é");
   });
 

@@ -72,6 +72,7 @@ async function runOne(
         prompt,
         sampler: samplerSettings(options, options),
         stopTokens: new Set(options.stopTokens),
+        maxTokens: options.maxTokens,
         ignoreEos: options.ignoreEos ?? false,
         grammar: await grammarState(parts.model, grammar),
         signal,

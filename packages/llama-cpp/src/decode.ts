@@ -9,6 +9,8 @@ export interface DecodeRequest {
   prompt: number[];
   sampler: SamplerSettings;
   stopTokens: ReadonlySet<number>;
+  /** The caller's maxTokens: reached with a character still incomplete, its bytes are released as they are. */
+  maxTokens?: number;
   ignoreEos: boolean;
   grammar?: LlamaGrammarEvaluationState;
   signal: AbortSignal;
@@ -96,6 +98,12 @@ export async function* decodeSequence(
       timings.generated++;
       history.push(id);
       yield* text.push(id);
+      // Held bytes of an unfinished character must not be cut off by the
+      // caller's maxTokens: emitted, they keep "texts joined = decode(ids)".
+      if (request.maxTokens !== undefined && timings.generated >= request.maxTokens) {
+        yield* text.flush();
+        return "length";
+      }
       // The token just sampled would be evaluated at position `history.length - 1`;
       // past the context's end node-llama-cpp would shift the context, which this contract reports as "length".
       if (history.length >= sequence.contextSize) {

@@ -169,6 +169,7 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
         prompt,
         sampler: samplerSettings(options, options),
         stopTokens: new Set(options.stopTokens),
+        maxTokens: options.maxTokens,
         ignoreEos: options.ignoreEos ?? false,
         grammar: await grammarState(model, grammar),
         signal,

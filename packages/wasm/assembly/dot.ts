@@ -40,15 +40,24 @@ function scaledAdd(acc: v128, isum: v128, scale: f32): v128 {
 }
 
 export function dotQ8_0(w: usize, xq: usize, xd: usize, blocks: i32): f32 {
-  let acc = f32x4.splat(0);
-  for (let i = 0; i < blocks; i++) {
-    const isum = i32x4.add(dot16(v128.load(w, 2), xq, 0), dot16(v128.load(w, 18), xq, 32));
-    acc = scaledAdd(acc, isum, halfToFloat(load<u16>(w)) * load<f32>(xd));
-    w += 34;
-    xq += 64;
-    xd += 4;
+  // Two blocks per step into two accumulators: independent dependency chains.
+  let acc0 = f32x4.splat(0);
+  let acc1 = f32x4.splat(0);
+  let i = 0;
+  for (; i + 2 <= blocks; i += 2) {
+    const isum0 = i32x4.add(dot16(v128.load(w, 2), xq, 0), dot16(v128.load(w, 18), xq, 32));
+    const isum1 = i32x4.add(dot16(v128.load(w, 36), xq, 64), dot16(v128.load(w, 52), xq, 96));
+    acc0 = scaledAdd(acc0, isum0, halfToFloat(load<u16>(w)) * load<f32>(xd));
+    acc1 = scaledAdd(acc1, isum1, halfToFloat(load<u16>(w, 34)) * load<f32>(xd, 4));
+    w += 68;
+    xq += 128;
+    xd += 8;
   }
-  return horizontalSum(acc);
+  if (i < blocks) {
+    const isum = i32x4.add(dot16(v128.load(w, 2), xq, 0), dot16(v128.load(w, 18), xq, 32));
+    acc0 = scaledAdd(acc0, isum, halfToFloat(load<u16>(w)) * load<f32>(xd));
+  }
+  return horizontalSum(f32x4.add(acc0, acc1));
 }
 
 export function dotQ4_0(w: usize, xq: usize, xd: usize, xb: usize, blocks: i32): f32 {

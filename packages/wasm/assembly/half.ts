@@ -8,8 +8,8 @@ export const HALF_TO_FLOAT_SCALE: f32 = 5.192296858534828e33; // 2^112
 
 export function halfToFloat(bits: u32): f32 {
   const magnitude = (bits & 0x7fff) << 13;
-  let value: f32;
-  if ((bits & 0x7c00) == 0x7c00) value = reinterpret<f32>(magnitude | 0x7f800000);
-  else value = reinterpret<f32>(magnitude) * HALF_TO_FLOAT_SCALE;
-  return reinterpret<f32>(reinterpret<u32>(value) | ((bits & 0x8000) << 16));
+  const scaled = reinterpret<u32>(reinterpret<f32>(magnitude) * HALF_TO_FLOAT_SCALE);
+  // select, not if: a data-dependent branch in every block's scale costs more than both sides.
+  const value = select<u32>(magnitude | 0x7f800000, scaled, magnitude >= 0x0f800000);
+  return reinterpret<f32>(value | ((bits & 0x8000) << 16));
 }

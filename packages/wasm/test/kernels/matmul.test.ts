@@ -109,3 +109,28 @@ describe("wasm matmul: default thread split on a larger matrix", () => {
     }
   });
 });
+
+describe("wasm matmul: special half-precision values", () => {
+  it("F16 infinities, NaN, subnormals and signed zeros convert as the reference does (SIMD, tail and batch paths)", async () => {
+    const kernels = await createWasmKernels({ threads: 1 });
+    try {
+      const cols = 11; // columns 0..7 go through SIMD lanes, 8..10 through the scalar tail
+      // +inf, -inf, NaN, smallest and largest subnormal, -0, 1, -2, 65504 (largest finite), 3 * 2^-24, 0.5.
+      const specials = [0x7c00, 0xfc00, 0x7e00, 0x0001, 0x03ff, 0x8000, 0x3c00, 0xc000, 0x7bff, 0x0003, 0x3800];
+      // One special value per row, at a different column each time (all 11 columns over 22 rows), zeros elsewhere.
+      const rows = specials.length * 2;
+      const halves = new Uint16Array(rows * cols);
+      for (let r = 0; r < rows; r++) halves[r * cols + ((r * 5) % cols)] = specials[r % specials.length]!;
+      const w = { type: GgmlType.F16, rows, cols, data: new Uint8Array(halves.buffer) };
+      for (const batch of [1, 2]) {
+        const x = new Float32Array(batch * cols).fill(0.5);
+        const out = new Float32Array(batch * rows);
+        kernels.matmul(out, w, x, batch);
+        const expected = reference(w, x, batch);
+        for (let i = 0; i < out.length; i++) assert.ok(Object.is(out[i], expected[i]), `out[${i}], batch ${batch}: ${out[i]} vs ${expected[i]}`);
+      }
+    } finally {
+      await kernels.dispose?.();
+    }
+  });
+});

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
-import { capabilitiesOf, type FinishReason, isInferenceError, type TextModel, type Token } from "@infer/core";
+import { capabilitiesOf, type FinishReason, type GenerationResult, isInferenceError, isTokenizerModel, type TextModel, type Token } from "@infer/core";
+import type { Batcher } from "./batcher.js";
 import { HttpError, toHttpError } from "./errors.js";
 import { sendJson, SseWriter } from "./http-io.js";
 import type { ServerMetrics } from "./metrics.js";
@@ -12,6 +13,8 @@ export interface Served {
   name: string;
   model: TextModel;
   queue: SlotQueue;
+  /** Gathers non-streaming text completions into batches; absent when batching is off. */
+  batcher?: Batcher;
 }
 
 type Kind = "chat" | "text";
@@ -27,9 +30,10 @@ function openAIFinish(reason: FinishReason): "stop" | "length" {
   return reason === "length" ? "length" : "stop";
 }
 
-function usageOf(model: TextModel, completionTokens: number): Usage {
-  // Slots per model default to 1, so the model's last metrics are this call's.
-  const promptTokens = model.metrics().promptTokens;
+function usageOf(model: TextModel, completionTokens: number, prompt?: string): Usage {
+  // A batch's metrics sum its prompts: count this prompt with the tokenizer when there is one.
+  // Otherwise slots per model default to 1, so the model's last metrics are this call's.
+  const promptTokens = prompt !== undefined ? (isTokenizerModel(model) ? model.encode(prompt).length : 0) : model.metrics().promptTokens;
   return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
 }
 
@@ -55,6 +59,12 @@ export async function runCompletion(
       "response_format",
     );
   }
+  if (kind === "text" && !request.stream && target.batcher) {
+    const prompt = (request as TextRequest).prompt;
+    const result = await target.batcher.submit(prompt, request.options, signal);
+    answerWhole(kind, target, request, res, { ...result, metrics: model.metrics() }, metrics, usageOf(model, result.tokens.length, prompt));
+    return;
+  }
   const release = await target.queue.acquire(signal);
   try {
     const options = { ...request.options, signal };
@@ -68,25 +78,38 @@ export async function runCompletion(
       return;
     }
     const result = kind === "chat" ? await model.chatText((request as ChatRequest).messages, options) : await model.generateText((request as TextRequest).prompt, options);
-    if (result.finishReason === "abort") return; // the client is gone
-    const usage = usageOf(model, result.tokens.length);
-    count(metrics, target.name, usage);
-    const finish_reason = openAIFinish(result.finishReason);
-    sendJson(res, 200, {
-      id,
-      object: kind === "chat" ? "chat.completion" : "text_completion",
-      created,
-      model: target.name,
-      choices: [
-        kind === "chat"
-          ? { index: 0, message: { role: "assistant", content: result.text, refusal: null }, logprobs: null, finish_reason }
-          : { index: 0, text: echo + result.text, logprobs: null, finish_reason },
-      ],
-      usage,
-    });
+    answerWhole(kind, target, request, res, result, metrics, usageOf(model, result.tokens.length));
   } finally {
     release();
   }
+}
+
+/** Sends a finished (non-streaming) completion. */
+function answerWhole(
+  kind: Kind,
+  target: Served,
+  request: ChatRequest | TextRequest,
+  res: ServerResponse,
+  result: GenerationResult,
+  metrics: ServerMetrics,
+  usage: Usage,
+): void {
+  if (result.finishReason === "abort") return; // the client is gone
+  count(metrics, target.name, usage);
+  const finish_reason = openAIFinish(result.finishReason);
+  const echo = kind === "text" && (request as TextRequest).echo ? (request as TextRequest).prompt : "";
+  sendJson(res, 200, {
+    id: `${kind === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID()}`,
+    object: kind === "chat" ? "chat.completion" : "text_completion",
+    created: Math.floor(Date.now() / 1000),
+    model: target.name,
+    choices: [
+      kind === "chat"
+        ? { index: 0, message: { role: "assistant", content: result.text, refusal: null }, logprobs: null, finish_reason }
+        : { index: 0, text: echo + result.text, logprobs: null, finish_reason },
+    ],
+    usage,
+  });
 }
 
 function count(metrics: ServerMetrics, model: string, usage: Usage): void {

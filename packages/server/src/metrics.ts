@@ -52,6 +52,13 @@ export class ServerMetrics {
   readonly promptTokens = new Counter();
   readonly completionTokens = new Counter();
   readonly latency = new Histogram();
+  readonly batches = new Counter();
+  readonly batchedRequests = new Counter();
+
+  countBatch(model: string, size: number): void {
+    this.batches.add({ model });
+    this.batchedRequests.add({ model }, size);
+  }
 
   render(gauges: { model: string; queued: number; active: number }[]): string {
     const block = (name: string, type: string, help: string, lines: string[]) => [
@@ -73,6 +80,13 @@ export class ServerMetrics {
         "histogram",
         "Request latency from arrival to the last byte.",
         this.latency.lines("infer_request_duration_seconds"),
+      ),
+      ...block("infer_batches_total", "counter", "batchGenerate calls run for non-streaming completions.", this.batches.lines("infer_batches_total")),
+      ...block(
+        "infer_batched_requests_total",
+        "counter",
+        "Requests answered through those batches.",
+        this.batchedRequests.lines("infer_batched_requests_total"),
       ),
       ...block("infer_queue_depth", "gauge", "Requests waiting for a slot.", gauges.map((g) => `infer_queue_depth${labelText({ model: g.model })} ${g.queued}`)),
       ...block(

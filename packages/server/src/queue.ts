@@ -27,27 +27,43 @@ export class SlotQueue {
   }
 
   get depth(): number {
-    return this.waiting.length;
+    return this.waiting.length + this.heldElsewhere;
   }
 
-  /** Resolves with a release function once a slot is free. */
-  acquire(signal: AbortSignal): Promise<() => void> {
+  /** Requests waiting elsewhere (a batch being gathered) that count against `maxQueue` too. */
+  heldElsewhere = 0;
+
+  /** Throws 429 when no request may join the wait. */
+  checkRoom(): void {
+    const waiting = this.waiting.length + this.heldElsewhere;
+    if (this.running >= this.slots && waiting >= this.maxQueue) {
+      throw new HttpError(
+        429,
+        `the server is busy: ${this.running} running and ${waiting} queued requests for this model; retry later`,
+        "rate_limit_exceeded",
+        "queue_full",
+        null,
+        { "retry-after": String(this.retryAfterSeconds) },
+      );
+    }
+  }
+
+  /**
+   * Resolves with a release function once a slot is free. `admitted` skips
+   * the room check for work that was admitted earlier (a gathered batch).
+   */
+  acquire(signal: AbortSignal, admitted = false): Promise<() => void> {
     if (signal.aborted) return Promise.reject(abortedError(signal.reason));
     if (this.running < this.slots) {
       this.running++;
       return Promise.resolve(this.releaser());
     }
-    if (this.waiting.length >= this.maxQueue) {
-      return Promise.reject(
-        new HttpError(
-          429,
-          `the server is busy: ${this.running} running and ${this.waiting.length} queued requests for this model; retry later`,
-          "rate_limit_exceeded",
-          "queue_full",
-          null,
-          { "retry-after": String(this.retryAfterSeconds) },
-        ),
-      );
+    if (!admitted) {
+      try {
+        this.checkRoom();
+      } catch (error) {
+        return Promise.reject(error);
+      }
     }
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {

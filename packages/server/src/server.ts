@@ -2,6 +2,7 @@ import { randomUUID, timingSafeEqual } from "node:crypto";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { capabilitiesOf, isEmbeddingModel, type TextModel } from "@infer/core";
+import { Batcher } from "./batcher.js";
 import { HttpError, toHttpError } from "./errors.js";
 import { readJsonBody, sendError, sendJson } from "./http-io.js";
 import { ServerMetrics } from "./metrics.js";
@@ -23,6 +24,12 @@ export interface ServerOptions {
    * time, so more only helps backends whose models decode calls together.
    */
   parallel?: number;
+  /**
+   * Most non-streaming text completions decoded together in one
+   * `batchGenerate` (default 8; 1 turns batching off). Requests batch when
+   * they wait for the same model with equal options.
+   */
+  maxBatch?: number;
   /** Receives one line per finished request (default: nothing). */
   log?: (line: string) => void;
 }
@@ -45,6 +52,7 @@ export interface InferServer {
 
 const DEFAULT_MAX_QUEUE = 64;
 const DEFAULT_MAX_BODY = 4 * 1024 * 1024;
+const DEFAULT_MAX_BATCH = 8;
 
 /** An OpenAI-compatible HTTP server over the given models. */
 export function createServer(options: ServerOptions): InferServer {
@@ -52,11 +60,13 @@ export function createServer(options: ServerOptions): InferServer {
   if (names.length === 0) throw new TypeError("createServer needs at least one model in `models`");
   const created = Math.floor(Date.now() / 1000);
   const metrics = new ServerMetrics();
+  const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
   const served = new Map<string, Served>(
-    names.map((name) => [
-      name,
-      { name, model: options.models[name]!, queue: new SlotQueue(options.parallel ?? 1, options.maxQueue ?? DEFAULT_MAX_QUEUE) },
-    ]),
+    names.map((name) => {
+      const model = options.models[name]!;
+      const queue = new SlotQueue(options.parallel ?? 1, options.maxQueue ?? DEFAULT_MAX_QUEUE);
+      return [name, { name, model, queue, batcher: maxBatch > 1 ? new Batcher(model, queue, maxBatch, (size) => metrics.countBatch(name, size)) : undefined }];
+    }),
   );
   const inFlight = new Set<AbortController>();
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY;

@@ -11,6 +11,7 @@ import {
   type ModelInfo,
   type PromptInput,
   type ResolvedGenerateOptions,
+  SequenceStopper,
   type Token,
 } from "@infer/core";
 
@@ -73,8 +74,38 @@ export class FakeModel extends BaseTextModel {
     return prompts.map(() => ({ token: { id: 0, text: this.answer[0]! } }));
   }
 
-  protected async runBatch(prompts: string[]): Promise<BatchResult[]> {
-    return prompts.map(() => ({ tokens: [], text: this.answer.join(""), finishReason: "stop" }));
+  /** Prompt lists of every batchGenerate call. */
+  batches: string[][] = [];
+
+  protected async runBatch(prompts: string[], options: ResolvedGenerateOptions, signal: AbortSignal): Promise<BatchResult[]> {
+    this.batches.push(prompts);
+    this.lastOptions = options;
+    this.lastPrompt = prompts.at(-1);
+    const results: BatchResult[] = prompts.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
+    const stoppers = prompts.map(() => new SequenceStopper(options));
+    prompts.forEach((prompt, i) => {
+      if (prompt.includes("overflow")) results[i]!.error = new InferenceError("CONTEXT_OVERFLOW", "the prompt is longer than the context (64 tokens)");
+    });
+    // Every live sequence advances one token per step, as a batched decoder would.
+    for (let step = 0; step < this.answer.length; step++) {
+      if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
+      if (signal.aborted) {
+        this.aborts++;
+        for (const r of results) r.finishReason = "abort";
+        break;
+      }
+      stoppers.forEach((stopper, i) => {
+        if (results[i]!.error || stopper.done) return;
+        for (const token of stopper.push({ id: step, text: this.answer[step]! })) results[i]!.tokens.push(token);
+        if (stopper.done) results[i]!.finishReason = stopper.done;
+      });
+    }
+    stoppers.forEach((stopper, i) => {
+      if (!stopper.done) results[i]!.tokens.push(...stopper.flush());
+      results[i]!.text = results[i]!.tokens.map((t) => t.text).join("");
+    });
+    this.lastMetrics = makeMetrics({ promptTokens: prompts.length, generatedTokens: 0, prefillMs: 0, decodeMs: 1, totalMs: 1 });
+    return results;
   }
 
   protected async dispose(): Promise<void> {}

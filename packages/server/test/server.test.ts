@@ -156,6 +156,27 @@ describe("concurrency, queueing and aborts", () => {
     }
   });
 
+  test("non-streaming completions that wait together are decoded in one batch", async () => {
+    const model = new FakeModel(10);
+    const { server, url } = await start({ models: { story: model } });
+    try {
+      const openai = client(url);
+      const ask = (prompt: string, max_tokens: number) => openai.completions.create({ model: "story", prompt, max_tokens, temperature: 0 });
+      const first = ask("p0", 5);
+      await new Promise((r) => setTimeout(r, 20)); // p0 is decoding; the next three wait
+      const rest = await Promise.all([ask("p1", 5), ask("p2", 2), ask("p3", 5)]);
+      const texts = [await first, ...rest].map((c) => c.choices[0]!.text);
+      assert.deepEqual(texts, ["Once upon a time there", "Once upon a time there", "Once upon", "Once upon a time there"]);
+      // p2 asked for other options, so it cannot share p1 and p3's batch.
+      assert.deepEqual(model.batches, [["p0"], ["p1", "p3"], ["p2"]]);
+      const text = await (await fetch(`${url}/metrics`)).text();
+      assert.match(text, /^infer_batches_total\{model="story"\} 3$/m);
+      assert.match(text, /^infer_batched_requests_total\{model="story"\} 4$/m);
+    } finally {
+      await server.close();
+    }
+  });
+
   test("a full queue answers 429 with Retry-After", async () => {
     const model = new FakeModel(30);
     const { server, url } = await start({ models: { story: model }, maxQueue: 1 });
@@ -168,6 +189,9 @@ describe("concurrency, queueing and aborts", () => {
       assert.equal(third.status, 429);
       assert.equal(third.headers.get("retry-after"), "1");
       assert.equal(third.body.error.code, "queue_full");
+      // Text completions that would wait for a batch count against the same queue.
+      const text = await postJson(`${url}/v1/completions`, JSON.stringify({ model: "story", prompt: "x" }));
+      assert.equal(text.status, 429);
       assert.equal((await first).status, 200);
       assert.equal((await second).status, 200);
     } finally {

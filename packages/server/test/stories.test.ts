@@ -30,6 +30,13 @@ test("OpenAI text completion over stories260K gives llama2.c's greedy text, stre
     let text = "";
     for await (const chunk of stream) text += chunk.choices[0]?.text ?? "";
     assert.equal(text, expected);
+    // Requests waiting together are decoded in one batch, and greedy batch decoding gives the same text.
+    const together = await Promise.all(
+      [0, 1, 2].map(() => openai.completions.create({ model: "stories", prompt: "", max_tokens: 60, temperature: 0 })),
+    );
+    for (const answer of together) assert.ok(answer.choices[0]!.text.length > 60 && expected.startsWith(answer.choices[0]!.text));
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    assert.match(metrics, /^infer_batched_requests_total\{model="stories"\} 4$/m, "1 + 3 requests through batchGenerate");
   } finally {
     await server.close();
     await model.close();

@@ -8,6 +8,7 @@
 // Needs `npm run build` first (it imports the compiled package).
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { loadModel } from "@infer/core";
 import "@infer/llama-cpp";

@@ -5,6 +5,8 @@ import { createInfer } from "../src/index.js";
 import { ANSWER, FakeModel } from "./fake-model.js";
 
 const TEXT = ANSWER.join("");
+// The warnings are asserted on below; keep the SDK from also printing them.
+(globalThis as { AI_SDK_LOG_WARNINGS?: boolean }).AI_SDK_LOG_WARNINGS = false;
 
 describe("AI SDK provider over a fake model", () => {
   test("generateText: text, usage and finish reason; options reach the model", async () => {

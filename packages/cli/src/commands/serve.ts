@@ -28,6 +28,7 @@ export const serveCommand: Command = {
     "api-key": { type: "string", value: "key", description: "require Authorization: Bearer <key> (default: INFER_API_KEY if set)" },
     "max-queue": { type: "string", value: "n", description: "requests that may wait per model before 429 (default 64)" },
     parallel: { type: "string", value: "n", description: "generations per model at once (default 1)" },
+    "max-batch": { type: "string", value: "n", description: "non-streaming completions decoded together (default 8; 1 = off)" },
   },
   async run(ctx) {
     if (ctx.positionals.length === 0) throw usageError("missing <model>", "serve");
@@ -46,6 +47,7 @@ export const serveCommand: Command = {
         apiKey: stringFlag(ctx.values, "api-key") ?? (io.env.INFER_API_KEY || undefined),
         maxQueue: numberFlag(ctx.values, "max-queue", "serve", true),
         parallel: numberFlag(ctx.values, "parallel", "serve", true),
+        maxBatch: numberFlag(ctx.values, "max-batch", "serve", true),
         log: ctx.values.verbose === true ? (line) => io.stderr.write(`${line}\n`) : undefined,
       });
       const address = await server.listen(port, host);

@@ -1,6 +1,8 @@
 // Entry of kernels.wasm. Every function works on addresses in the one shared
 // memory the host imports; the module allocates nothing itself, so any number
 // of instances (one per worker thread) can run on the same memory at once.
+// Its only static data (below heapBase: Math.exp's constant table) is written
+// by each instantiation with the same bytes, so re-writing it is harmless.
 
 import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0, dotDecoded } from "./decode";

@@ -86,9 +86,10 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
     throw new InferenceError("INVALID_OPTION", `minBytesPerThread must be >= 0, got ${minBytesPerThread}`);
   }
   const module = await loadModule();
-  // The module's own heapBase is needed before the memory exists; a throwaway memory answers it.
+  // The module's own heapBase is needed before the memory exists; a throwaway one-page memory answers it
+  // (maximum 1: a shared memory reserves address space for its maximum up front).
   const probe = new wasmApi.Instance(module, {
-    env: { memory: new wasmApi.Memory({ initial: 1, maximum: 65536, shared: true }) },
+    env: { memory: new wasmApi.Memory({ initial: 1, maximum: 1, shared: true }) },
   });
   const arena = new SharedArena((probe.exports as unknown as KernelExports).heapBase());
   const instance = new wasmApi.Instance(module, { env: { memory: arena.memory } });

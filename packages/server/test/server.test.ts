@@ -157,13 +157,14 @@ describe("concurrency, queueing and aborts", () => {
   });
 
   test("non-streaming completions that wait together are decoded in one batch", async () => {
-    const model = new FakeModel(10);
+    const model = new FakeModel(40);
     const { server, url } = await start({ models: { story: model } });
     try {
       const openai = client(url);
       const ask = (prompt: string, max_tokens: number) => openai.completions.create({ model: "story", prompt, max_tokens, temperature: 0 });
       const first = ask("p0", 5);
-      await new Promise((r) => setTimeout(r, 20)); // p0 is decoding; the next three wait
+      // Once p0 is decoding (9 steps of 40 ms), the next three wait for it together.
+      while (model.batches.length === 0) await new Promise((r) => setTimeout(r, 2));
       const rest = await Promise.all([ask("p1", 5), ask("p2", 2), ask("p3", 5)]);
       const texts = [await first, ...rest].map((c) => c.choices[0]!.text);
       assert.deepEqual(texts, ["Once upon a time there", "Once upon a time there", "Once upon", "Once upon a time there"]);

@@ -4,7 +4,8 @@ import { detectFormat } from "@infer/core/node";
 import { loadTransformer, type LoadedTransformer } from "../engine/transformer.js";
 import { referenceKernels } from "../kernels/reference.js";
 import type { Kernels } from "../kernels/types.js";
-import { loadTokenizer } from "../tokenizer/load.js";
+import { tokenizerFromGgufMetadata } from "../tokenizer/gguf-vocab.js";
+import { loadHfTokenizer } from "../tokenizer/load.js";
 import { WasmModel } from "./wasm-model.js";
 
 /** Default sequence slots when `parallelSlots` is not given. */
@@ -47,7 +48,11 @@ export async function loadWasmModel(path: string, options: WasmLoadOptions = {})
   validateLoadOptions(loadOptions);
   rejectUnsupported(loadOptions);
   const loaded = await loadTransformer(path, { kernels: kernels ?? referenceKernels });
-  const tokenizer = await loadTokenizer(path);
+  // A GGUF's vocabulary comes from the metadata already parsed: the file is read once.
+  const tokenizer =
+    loaded.metadata.format === "gguf"
+      ? tokenizerFromGgufMetadata(loaded.metadata.gguf.metadata, path)
+      : await loadHfTokenizer(loaded.metadata.folder);
   const config = loaded.transformer.config;
   if (tokenizer.vocabSize > config.vocabSize) {
     throw new InferenceError(

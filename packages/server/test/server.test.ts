@@ -185,7 +185,10 @@ describe("concurrency, queueing and aborts", () => {
       const body = JSON.stringify({ model: "story", messages: [{ role: "user", content: "x" }] });
       const first = postJson(`${url}/v1/chat/completions`, body);
       const second = postJson(`${url}/v1/chat/completions`, body);
-      await new Promise((r) => setTimeout(r, 50));
+      // Wait until one request runs and the other waits.
+      while (!/^infer_queue_depth\{model="story"\} 1$/m.test(await (await fetch(`${url}/metrics`)).text())) {
+        await new Promise((r) => setTimeout(r, 5));
+      }
       const third = await postJson(`${url}/v1/chat/completions`, body);
       assert.equal(third.status, 429);
       assert.equal(third.headers.get("retry-after"), "1");

@@ -131,7 +131,9 @@ export function randomTensors(dims: RandomModelDims): RandomTensor[] {
   const { hiddenSize: hidden, numHeads, numKVHeads, headDim, ffnSize, vocabSize } = dims;
   const qDim = numHeads * headDim;
   const kvDim = numKVHeads * headDim;
-  matrix("token_embd.weight", vocabSize, hidden);
+  // Embeddings of unit scale keep the token identity strong in the residual stream, so greedy
+  // decoding of these random models wanders instead of repeating one token.
+  tensors.push({ name: "token_embd.weight", shape: [vocabSize, hidden], data: uniform(vocabSize * hidden, 1) });
   for (let i = 0; i < dims.numLayers; i++) {
     const name = (part: string, kind = "weight") => `blk.${i}.${part}.${kind}`;
     vector(name("attn_norm"), hidden, 0.2, normOffset);
@@ -181,7 +183,9 @@ export async function writeRandomGguf(path: string, spec: RandomGgufSpec): Promi
   const vocab = byteVocab();
   const metadata: Record<string, GgufValueInput> = {
     "general.architecture": arch,
-    "general.name": `random-${arch}-${dims.seed}`,
+    // No architecture in the name: llama.cpp patches token attributes of models named "phi3",
+    // looking up "</s>" and friends, which this vocabulary does not have.
+    "general.name": `infer random model, seed ${dims.seed}`,
     [`${arch}.vocab_size`]: u32(dims.vocabSize),
     [`${arch}.context_length`]: u32(dims.contextLength),
     [`${arch}.embedding_length`]: u32(dims.hiddenSize),

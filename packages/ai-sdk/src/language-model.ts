@@ -114,9 +114,14 @@ export class InferLanguageModel implements LanguageModelV3 {
       yield* model.generate(toPlainPrompt(messages), options);
       return;
     }
-    if (first.done) return;
-    yield first.value;
-    for (let step = await chat.next(); !step.done; step = await chat.next()) yield step.value;
+    try {
+      if (first.done) return;
+      yield first.value;
+      for (let step = await chat.next(); !step.done; step = await chat.next()) yield step.value;
+    } finally {
+      // A consumer that stops early must still end the model's call, or the model stays busy.
+      await chat.return?.(undefined);
+    }
   }
 
   async doGenerate(call: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> {

@@ -66,6 +66,17 @@ describe("AI SDK provider over a fake model", () => {
     assert.equal(model.aborts, 1);
   });
 
+  test("a stream read only in part frees the model for the next call", async () => {
+    const model = new FakeModel(true, Array(50).fill(" la"), 1);
+    const infer = createInfer({ models: { la: model } });
+    const { stream } = await infer("la").doStream({ prompt: [{ role: "user", content: [{ type: "text", text: "x" }] }] });
+    const reader = stream.getReader();
+    while ((await reader.read()).value?.type !== "text-delta");
+    await reader.cancel();
+    const next = await generateText({ model: infer("la"), prompt: "again", maxOutputTokens: 2 });
+    assert.equal(next.text, " la la");
+  });
+
   test("unknown model ids fail with the infer error", async () => {
     const infer = createInfer({ backendPackages: [] });
     await assert.rejects(generateText({ model: infer("/no/such/model.gguf"), prompt: "x", maxRetries: 0 }), /MODEL_NOT_FOUND|no model at/);

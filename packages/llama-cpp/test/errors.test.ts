@@ -3,9 +3,10 @@ import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { getBackend, isInferenceError, listBackends, loadModel, type ErrorCode } from "@infer/core";
+import { getBackend, isInferenceError, listBackends, loadModel, type ErrorCode, type ProbeEvent } from "@infer/core";
 import "../src/index.js";
 import type { LlamaCppModel } from "../src/index.js";
+import { getRuntime } from "../src/runtime.js";
 import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
 
 const rejectsWith = (code: ErrorCode, ...fragments: string[]) => (error: unknown) => {
@@ -89,6 +90,29 @@ describe("with the stories260K file", { skip: skipWithoutStories }, () => {
     const text = join(scratch, "adapter.txt");
     await writeFile(text, "not an adapter");
     await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: text }), rejectsWith("MODEL_FORMAT", text));
+  });
+
+  test("threads default to llama.cpp's count of physical cores; probes see each token", async () => {
+    const events: ProbeEvent[] = [];
+    const { threads: _threads, ...withoutThreads } = TEST_LOAD;
+    const model = (await loadModel(STORIES_GGUF, { ...withoutThreads, parallelSlots: 1, probe: (e) => events.push(e) })) as LlamaCppModel;
+    try {
+      assert.equal(model.threads, (await getRuntime()).cpuMathCores);
+      assert.ok(model.threads >= 1);
+      const result = await model.generateText("Once", { temperature: 0, maxTokens: 5 });
+      const tokens = events.filter((e) => e.kind === "token");
+      assert.deepEqual(
+        tokens.map((e) => (e.kind === "token" ? e.payload.id : -1)),
+        result.tokens.map((t) => t.id),
+      );
+      const promptLength = model.encode("Once").length;
+      assert.deepEqual(
+        tokens.map((e) => (e.kind === "token" ? e.payload.position : -1)),
+        [0, 1, 2, 3, 4].map((i) => promptLength + i),
+      );
+    } finally {
+      await model.close();
+    }
   });
 
   test("a missing draft model is MODEL_NOT_FOUND", async () => {

@@ -47,7 +47,13 @@ export class Transformer {
     return new KVCache(this.config, numSeqs, contextLength);
   }
 
-  /** Logits [logitRows.length, vocabSize], row-major. */
+  /**
+   * Runs the batch and returns logits [logitRows.length, vocabSize], row-major.
+   * Each sequence's first token in the batch may sit at any position up to its
+   * cached length (below it rewinds the sequence: later cached positions are
+   * dropped); its further tokens must follow one position at a time.
+   * Nothing is written to the cache when the batch is rejected.
+   */
   forward(batch: ForwardBatch, cache: KVCache): Float32Array {
     const newLengths = this.validate(batch, cache);
     const { hiddenSize, vocabSize } = this.config;
@@ -78,6 +84,11 @@ export class Transformer {
     const cap = this.config.finalLogitSoftcap;
     if (cap > 0) for (let i = 0; i < logits.length; i++) logits[i] = cap * Math.tanh(logits[i]! / cap);
     return logits;
+  }
+
+  /** Frees what the kernels hold (workers, WebAssembly memory). */
+  async dispose(): Promise<void> {
+    await this.kernels.dispose?.();
   }
 
   /** Checks the batch against the model and cache; returns each sequence's cached length after it. */

@@ -42,6 +42,13 @@ export interface Kernels {
    * x: [batch, cols] row-major; out: [batch, rows] row-major.
    */
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void;
+  /**
+   * Several matrices sharing one input, such as the q/k/v or gate/up
+   * projections: outs[i] = ws[i] · x, each as `matmul` (same cols, any types).
+   * Kernels that offer it prepare x once and split all the rows in one go;
+   * absent, call `matmul` per matrix.
+   */
+  matmulMany?(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number): void;
   /** Causal attention over the KV cache; the engine uses the reference attention when absent. */
   attention?: AttentionKernel;
   /**

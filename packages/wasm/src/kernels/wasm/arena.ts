@@ -158,3 +158,21 @@ export class SharedArena {
 export function alignUp(value: number, align: number): number {
   return Math.ceil(value / align) * align;
 }
+
+/** A scratch buffer in the arena that is replaced by a larger one when a call needs more. */
+export class Scratch {
+  address = 0;
+  private capacity = -1;
+  constructor(private readonly arena: SharedArena) {}
+
+  /** The address of at least `byteLength` bytes, valid until the next larger `ensure`. */
+  ensure(byteLength: number): number {
+    if (byteLength > this.capacity) {
+      if (this.capacity >= 0) this.arena.release(this.address);
+      // Rounded up to a power of two, so slowly growing shapes reallocate a few times only.
+      this.capacity = 2 ** Math.ceil(Math.log2(Math.max(byteLength, 4096)));
+      this.address = this.arena.allocate(this.capacity);
+    }
+    return this.address;
+  }
+}

@@ -69,13 +69,18 @@ export const Slot = {
   ARGS: 8,
 } as const;
 
-export const CONTROL_INTS = 32;
+export const CONTROL_INTS = 64;
 export const CONTROL_BYTES = CONTROL_INTS * 4;
+
+/** Matrices one MATMUL job can carry (the control block's size bounds it). */
+export const MAX_MATRICES = 8;
 
 export const Op = {
   /**
-   * args: type, out, w, rows, cols, x, xq, xd, xs, xb, batch, scratch, scratchStride —
-   * rows split across threads; thread i's scratch at scratch + i * scratchStride.
+   * Several matrices with one input. args: cols, x, xq, xd, xs, xb, batch,
+   * scratch, scratchStride, count, then type, out, w, rows per matrix. The
+   * matrices' rows, end to end, are split across threads; thread i's decode
+   * scratch is at scratch + i * scratchStride.
    */
   MATMUL: 1,
   /**
@@ -131,25 +136,37 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
   const a = Slot.ARGS;
   switch (control[Slot.OP]) {
     case Op.MATMUL: {
-      const rows = control[a + 3]!;
-      const [start, end] = shareOf(rows, index, threads);
-      if (start === end) return;
-      exports.matmul(
-        control[a]!,
-        control[a + 1]! >>> 0,
-        control[a + 2]! >>> 0,
-        rows,
-        control[a + 4]!,
-        control[a + 5]! >>> 0,
-        control[a + 6]! >>> 0,
-        control[a + 7]! >>> 0,
-        control[a + 8]! >>> 0,
-        control[a + 9]! >>> 0,
-        control[a + 10]!,
-        (control[a + 11]! >>> 0) + index * control[a + 12]!,
-        start,
-        end,
-      );
+      const count = control[a + 9]!;
+      let total = 0;
+      for (let m = 0; m < count; m++) total += control[a + 13 + 4 * m]!;
+      const [start, end] = shareOf(total, index, threads);
+      const scratch = (control[a + 7]! >>> 0) + index * control[a + 8]!;
+      let first = 0; // first row of matrix m in the joined rows
+      for (let m = 0; m < count && first < end; m++) {
+        const at = a + 10 + 4 * m;
+        const rows = control[at + 3]!;
+        const from = Math.max(start, first) - first;
+        const to = Math.min(end, first + rows) - first;
+        if (from < to) {
+          exports.matmul(
+            control[at]!,
+            control[at + 1]! >>> 0,
+            control[at + 2]! >>> 0,
+            rows,
+            control[a]!,
+            control[a + 1]! >>> 0,
+            control[a + 2]! >>> 0,
+            control[a + 3]! >>> 0,
+            control[a + 4]! >>> 0,
+            control[a + 5]! >>> 0,
+            control[a + 6]!,
+            scratch,
+            from,
+            to,
+          );
+        }
+        first += rows;
+      }
       return;
     }
     case Op.ATTENTION: {

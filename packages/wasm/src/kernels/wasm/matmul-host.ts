@@ -1,0 +1,176 @@
+/**
+ * The host half of matmul: validates shapes, keeps weights resident in the
+ * arena, stages and quantizes activations once per call, and posts one job
+ * whose rows (of one or several matrices sharing the input) the threads split.
+ */
+import { InferenceError } from "@infer/core";
+import { GgmlType, type WeightMatrix } from "../types.js";
+import { rowBytes, typeName } from "../../formats/ggml-types.js";
+import { referenceMatmul } from "../reference.js";
+import type { Scratch } from "./arena.js";
+import type { KernelContext } from "./context.js";
+import { MAX_MATRICES, Op } from "./protocol.js";
+
+/** Types kernels.wasm reads itself; others go through the reference kernel. */
+const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
+  GgmlType.F32,
+  GgmlType.F16,
+  GgmlType.BF16,
+  GgmlType.Q8_0,
+  GgmlType.Q4_0,
+  GgmlType.Q4_K,
+  GgmlType.Q6_K,
+]);
+const FLOAT_TYPES: ReadonlySet<GgmlType> = new Set([GgmlType.F32, GgmlType.F16, GgmlType.BF16]);
+/** Activations are quantized in blocks of this many values (assembly/quantize.ts). */
+const ACTIVATION_BLOCK = 32;
+
+export class MatmulHost {
+  private readonly residentWeights = new WeakMap<Uint8Array, number>();
+  private readonly releaseWhenCollected: FinalizationRegistry<number>;
+  private readonly xStage: Scratch;
+  private readonly outStage: Scratch;
+  private readonly xQuants: Scratch;
+  private readonly xScales: Scratch;
+  private readonly xSums: Scratch;
+  private readonly xQuantSums: Scratch;
+  private readonly rowDecode: Scratch;
+  /** Reused for single-matrix calls, so matmul allocates nothing. */
+  private readonly single = { outs: [] as Float32Array[], ws: [] as WeightMatrix[] };
+  private readonly args: number[] = [];
+
+  constructor(private readonly ctx: KernelContext) {
+    this.releaseWhenCollected = new FinalizationRegistry<number>((address) => {
+      if (!ctx.disposed) ctx.arena.release(address);
+    });
+    this.xStage = ctx.scratch();
+    this.outStage = ctx.scratch();
+    this.xQuants = ctx.scratch();
+    this.xScales = ctx.scratch();
+    this.xSums = ctx.scratch();
+    this.xQuantSums = ctx.scratch();
+    this.rowDecode = ctx.scratch();
+  }
+
+  matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
+    this.single.outs[0] = out;
+    this.single.ws[0] = w;
+    try {
+      this.matmulMany(this.single.outs, this.single.ws, x, batch);
+    } finally {
+      // Drop the references, so the arrays are not kept alive by the kernels.
+      this.single.ws.length = 0;
+      this.single.outs.length = 0;
+    }
+  }
+
+  matmulMany(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number): void {
+    this.ctx.checkOpen();
+    if (outs.length !== ws.length || ws.length === 0) {
+      throw new InferenceError("INTERNAL", `matmulMany needs one output per matrix, got ${outs.length} for ${ws.length}`);
+    }
+    const cols = ws[0]!.cols;
+    let native = 0; // matrices kernels.wasm reads, moved to the front
+    const order: number[] = [];
+    for (let i = 0; i < ws.length; i++) {
+      const weightBytes = this.check(outs[i]!, ws[i]!, x, batch, cols);
+      if (this.readsNatively(ws[i]!)) {
+        order.splice(native++, 0, i);
+        this.residentAddress(ws[i]!.data, weightBytes);
+      } else {
+        order.push(i);
+      }
+    }
+    // Q4_1, Q5_0, Q5_1, Q5_K: rare in current models; the plain TypeScript kernel reads them.
+    for (let k = native; k < order.length; k++) referenceMatmul(outs[order[k]!]!, ws[order[k]!]!, x, batch);
+    for (let from = 0; from < native; from += MAX_MATRICES) {
+      this.run(outs, ws, order.slice(from, Math.min(native, from + MAX_MATRICES)), x, batch, cols);
+    }
+  }
+
+  /** Validates one matrix against the call; returns its byte length. */
+  private check(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number, cols: number): number {
+    const { rows } = w;
+    if (!Number.isInteger(batch) || batch < 1 || !Number.isInteger(rows) || rows < 1 || !Number.isInteger(w.cols) || w.cols < 1) {
+      throw new InferenceError("INTERNAL", `matmul shape [${batch}, ${w.cols}] x [${rows}, ${w.cols}]ᵀ is not positive integers`);
+    }
+    if (w.cols !== cols) throw new InferenceError("INTERNAL", `matmulMany: matrices of ${cols} and ${w.cols} columns share one input`);
+    if (x.length < batch * cols || out.length < batch * rows) {
+      throw new InferenceError("INTERNAL", `matmul buffers too small for [${batch}, ${cols}] x [${rows}, ${cols}]ᵀ`);
+    }
+    const weightBytes = rowBytes(w.type, cols) * rows; // throws for unknown types and partial blocks
+    if (w.data.byteLength < weightBytes) {
+      throw new InferenceError("MODEL_FORMAT", `${typeName(w.type)} weight [${rows}, ${cols}] needs ${weightBytes} bytes, has ${w.data.byteLength}`);
+    }
+    return weightBytes;
+  }
+
+  private readsNatively(w: WeightMatrix): boolean {
+    return WASM_TYPES.has(w.type) && (FLOAT_TYPES.has(w.type) || w.cols % ACTIVATION_BLOCK === 0);
+  }
+
+  private run(outs: readonly Float32Array[], ws: readonly WeightMatrix[], picked: number[], x: Float32Array, batch: number, cols: number): void {
+    const { arena, exports, pool } = this.ctx;
+    const elements = batch * cols;
+    const xAddress = this.ctx.floatsIn(x, elements, this.xStage);
+    let xq = 0;
+    let xd = 0;
+    let xs = 0;
+    let xb = 0;
+    if (picked.some((i) => !FLOAT_TYPES.has(ws[i]!.type))) {
+      const blocks = elements / ACTIVATION_BLOCK;
+      xq = this.xQuants.ensure(elements * 2); // int16
+      xd = this.xScales.ensure(blocks * 4);
+      xs = this.xSums.ensure(blocks * 4);
+      xb = this.xQuantSums.ensure(blocks * 4);
+      exports.quantizeActivations(xAddress, batch, cols, xq, xd, xs, xb);
+    }
+    // Outputs not already in the arena get consecutive slices of one staging buffer.
+    let staged = 0;
+    for (const i of picked) if (arena.addressOf(outs[i]!) === undefined) staged += batch * ws[i]!.rows;
+    const stage = staged > 0 ? this.outStage.ensure(staged * 4) : 0;
+    // With batch > 1 each thread decodes a row at a time into its own slice of this scratch.
+    const scratchStride = batch > 1 ? Math.ceil(exports.decodeScratchBytes(cols) / 64) * 64 : 0;
+    const scratch = batch > 1 ? this.rowDecode.ensure(scratchStride * pool.threads) : 0;
+
+    const args = this.args;
+    args.length = 0;
+    args.push(cols, xAddress, xq, xd, xs, xb, batch, scratch, scratchStride, picked.length);
+    let bytes = 0;
+    let next = stage;
+    for (const i of picked) {
+      const w = ws[i]!;
+      const weightBytes = rowBytes(w.type, cols) * w.rows;
+      bytes += weightBytes * batch;
+      let outAddress = arena.addressOf(outs[i]!);
+      if (outAddress === undefined) {
+        outAddress = next;
+        next += batch * w.rows * 4;
+      }
+      args.push(w.type, outAddress, this.residentAddress(w.data, weightBytes), w.rows);
+    }
+    pool.run(Op.MATMUL, args, this.ctx.threadsFor(bytes));
+    for (let k = 0; k < picked.length; k++) {
+      const i = picked[k]!;
+      this.ctx.copyOut(outs[i]!, args[11 + 4 * k]! >>> 0, batch * ws[i]!.rows);
+    }
+  }
+
+  /**
+   * The address of the weight bytes in the arena, copying them in on first use
+   * when they live elsewhere (kept while the array is reachable).
+   */
+  private residentAddress(data: Uint8Array, byteLength: number): number {
+    const arena = this.ctx.arena;
+    const inPlace = arena.addressOf(data);
+    if (inPlace !== undefined) return inPlace;
+    let address = this.residentWeights.get(data);
+    if (address === undefined) {
+      address = arena.allocate(byteLength);
+      arena.heap.set(data.subarray(0, byteLength), address);
+      this.residentWeights.set(data, address);
+      this.releaseWhenCollected.register(data, address);
+    }
+    return address;
+  }
+}

@@ -1,0 +1,56 @@
+// matmulMany: several matrices sharing one input (q/k/v, gate/up) in one job.
+// Each output row is computed by the same code as a single matmul, so the
+// results must equal separate matmul calls exactly; those are checked against
+// the reference in matmul.test.ts.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { GgmlType, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
+import { createWasmKernels } from "../../src/kernels/wasm/index.js";
+import { assertInferenceError, random, randomActivations, randomMatrix } from "./helpers.js";
+
+describe("wasm matmulMany", () => {
+  let kernels: Kernels;
+  before(async () => (kernels = await createWasmKernels({ threads: 3, minBytesPerThread: 0 })));
+  after(() => kernels.dispose?.());
+
+  function separately(ws: WeightMatrix[], x: Float32Array, batch: number): Float32Array[] {
+    return ws.map((w) => {
+      const out = new Float32Array(batch * w.rows);
+      kernels.matmul(out, w, x, batch);
+      return out;
+    });
+  }
+
+  it("mixed types (including one the reference kernel reads) equal separate matmul calls, batch 1 and 5", () => {
+    const next = random(21);
+    const cols = 256;
+    const types = [GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F16, GgmlType.Q5_0, GgmlType.Q8_0];
+    const ws = types.map((type, i) => randomMatrix(type, 3 + 2 * i, cols, next));
+    for (const batch of [1, 5]) {
+      const x = randomActivations(batch * cols, next);
+      const outs = ws.map((w) => new Float32Array(batch * w.rows).fill(NaN));
+      kernels.matmulMany!(outs, ws, x, batch);
+      assert.deepEqual(outs, separately(ws, x, batch));
+    }
+  });
+
+  it("more matrices than one job carries, and outputs in the kernels' memory", () => {
+    const next = random(22);
+    const ws = Array.from({ length: 11 }, (_, i) => randomMatrix(i % 2 ? GgmlType.Q4_0 : GgmlType.BF16, 1 + i, 64, next));
+    const x = randomActivations(2 * 64, next);
+    const views = ws.map((w) => kernels.allocate!(2 * w.rows * 4));
+    const outs = views.map((view) => new Float32Array(view.buffer, view.byteOffset, view.byteLength / 4));
+    kernels.matmulMany!(outs, ws, x, 2);
+    assert.deepEqual(outs.map((out) => Float32Array.from(out)), separately(ws, x, 2));
+    for (const view of views) kernels.release!(view);
+  });
+
+  it("rejects mismatched inputs", () => {
+    const next = random(23);
+    const a = randomMatrix(GgmlType.Q8_0, 2, 64, next);
+    const b = randomMatrix(GgmlType.Q8_0, 2, 96, next);
+    const x = new Float32Array(96);
+    assertInferenceError(() => kernels.matmulMany!([new Float32Array(2), new Float32Array(2)], [a, b], x, 1), "INTERNAL", /columns/);
+    assertInferenceError(() => kernels.matmulMany!([new Float32Array(2)], [a, a], x, 1), "INTERNAL", /one output per matrix/);
+  });
+});

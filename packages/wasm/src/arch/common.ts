@@ -6,6 +6,9 @@ import type { RopeScaling } from "../engine/rope.js";
 import { ropeInverseFrequencies } from "../engine/rope.js";
 import type { WeightSource } from "../engine/weights.js";
 
+/** More blocks than any real decoder has; a larger count is a corrupt header. */
+const MAX_LAYERS = 4096;
+
 /**
  * The fields every architecture reads the same way, with the llama defaults
  * (SiLU, plain RMSNorm, 1/sqrt(headDim) scale, no windows); each architecture
@@ -16,7 +19,8 @@ export function readBaseConfig(r: ConfigReader, architecture: string): ModelConf
   const numHeads = r.positiveInt("num_attention_heads", "attention.head_count");
   const numKVHeads = r.positiveInt("num_key_value_heads", "attention.head_count_kv", numHeads);
   const headDim = r.positiveInt("head_dim", "attention.key_length", Math.floor(hiddenSize / numHeads));
-  const numLayers = r.positiveInt("num_hidden_layers", "block_count");
+  // Per-layer tables are allocated from this before tensors are checked: keep it sane.
+  const numLayers = r.positiveInt("num_hidden_layers", "block_count", undefined, MAX_LAYERS);
   if (numHeads % numKVHeads !== 0) {
     throw new InferenceError(
       "MODEL_FORMAT",
@@ -60,6 +64,13 @@ export function readBaseConfig(r: ConfigReader, architecture: string): ModelConf
     attentionSoftcap: 0,
     tiedEmbeddings: r.format === "gguf" ? false : r.raw("tie_word_embeddings", undefined) === true,
   };
+}
+
+/** An optional attention window (HF sliding_window; GGUF attention.sliding_window): 0 when absent or null. */
+export function readSlidingWindow(r: ConfigReader): number {
+  return r.raw("sliding_window", "attention.sliding_window") === undefined
+    ? 0
+    : r.positiveInt("sliding_window", "attention.sliding_window");
 }
 
 /** HF rope_scaling {rope_type | type, factor, ...} or GGUF rope.scaling.type / rope.scaling.factor. */

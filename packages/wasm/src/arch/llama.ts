@@ -8,7 +8,7 @@ import { gatedMlp, linear, norm, normHeads, selfAttention, type ForwardContext }
 import { addInPlace } from "../kernels/ops.js";
 import type { WeightSource } from "../engine/weights.js";
 import type { Architecture, LoadedModel } from "./types.js";
-import { globalRope, hfTensorName, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
+import { globalRope, hfTensorName, readSlidingWindow, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
 
 // ---- config ----------------------------------------------------------------
 
@@ -18,7 +18,7 @@ export function readLlamaConfig(r: ConfigReader): ModelConfig {
   // Hugging Face checkpoints keep rotate_half order.
   config.ropeMode = r.format === "gguf" ? "normal" : "neox";
   // Mistral's sliding window (null or absent for Llama and later Mistral releases).
-  const window = r.optionalNumber("sliding_window", "attention.sliding_window") ?? 0;
+  const window = readSlidingWindow(r);
   config.layerWindows.fill(window);
   return config;
 }

@@ -12,14 +12,14 @@ import type { WeightSource } from "../engine/weights.js";
 import { ropeInverseFrequencies } from "../engine/rope.js";
 import { addInPlace, gatedActivation } from "../kernels/ops.js";
 import type { Architecture } from "./types.js";
-import { globalRope, hfTensorName, HF_LAYER_NAMES, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
+import { globalRope, hfTensorName, readSlidingWindow, HF_LAYER_NAMES, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
 
 // ---- config ----------------------------------------------------------------
 
 export function readPhi3Config(r: ConfigReader): ModelConfig {
   const config = readBaseConfig(r, "phi3");
   config.ropeMode = "neox";
-  const window = r.optionalNumber("sliding_window", "attention.sliding_window") ?? 0;
+  const window = readSlidingWindow(r);
   config.layerWindows.fill(window);
   // llama.cpp's converter writes LongRoPE as these keys plus rope_factors_short/long.weight tensors.
   const attentionFactor = r.optionalNumber(undefined, "rope.scaling.attn_factor");

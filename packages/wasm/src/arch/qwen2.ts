@@ -12,7 +12,7 @@ export function readQwen2Config(r: ConfigReader): ModelConfig {
   // Qwen2 configs carry sliding_window but only use it when use_sliding_window is set,
   // and then only in layers from max_window_layers on.
   if (r.raw("use_sliding_window", undefined) === true) {
-    const window = r.number("sliding_window", undefined);
+    const window = r.positiveInt("sliding_window", undefined);
     const from = r.number("max_window_layers", undefined, 0);
     config.layerWindows = config.layerWindows.map((_, i) => (i >= from ? window : 0));
   }

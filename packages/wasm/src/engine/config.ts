@@ -108,13 +108,16 @@ export class ConfigReader {
     throw this.missing(hfKey, ggufKey);
   }
 
-  /** A positive integer field (dims, counts). */
-  positiveInt(hfKey: string | undefined, ggufKey: string | undefined, fallback?: number): number {
+  /**
+   * A positive integer field (dims, counts) of at most `max`. Configuration is
+   * read before any tensor shape is checked, so anything sized from it must be bounded here.
+   */
+  positiveInt(hfKey: string | undefined, ggufKey: string | undefined, fallback?: number, max = 2 ** 31): number {
     const value = this.number(hfKey, ggufKey, fallback);
-    if (!Number.isInteger(value) || value <= 0 || value > 2 ** 31) {
+    if (!Number.isInteger(value) || value <= 0 || value > max) {
       throw new InferenceError(
         "MODEL_FORMAT",
-        `${this.file}: field ${this.keyName(hfKey, ggufKey)} must be a positive integer, got ${value}`,
+        `${this.file}: field ${this.keyName(hfKey, ggufKey)} must be a positive integer of at most ${max}, got ${value}`,
         { details: { file: this.file, field: this.keyName(hfKey, ggufKey) } },
       );
     }

@@ -67,11 +67,16 @@ test("an unknown architecture fails with UNSUPPORTED_ARCHITECTURE naming it and 
   });
 });
 
-test("a missing required config field fails with MODEL_FORMAT naming the file and the field", async () => {
+test("a missing or corrupt config field fails with MODEL_FORMAT naming the file and the field", async () => {
   await withFolder(async (dir) => {
     await writeRandomHf(join(dir, "hf"), { architecture: "qwen2", seed: 2 });
     await editConfig(join(dir, "hf"), (config) => delete config.num_hidden_layers);
     await assert.rejects(loadTransformer(join(dir, "hf")), rejectsWith("MODEL_FORMAT", "config.json", "num_hidden_layers"));
+    // A corrupt count is refused before anything is sized from it.
+    await editConfig(join(dir, "hf"), (config) => (config.num_hidden_layers = 1e9));
+    await assert.rejects(loadTransformer(join(dir, "hf")), rejectsWith("MODEL_FORMAT", "num_hidden_layers", "at most"));
+    await editConfig(join(dir, "hf"), (config) => (config.num_hidden_layers = "two"));
+    await assert.rejects(loadTransformer(join(dir, "hf")), rejectsWith("MODEL_FORMAT", "num_hidden_layers", "number"));
 
     await writeRandomGguf(join(dir, "ok.gguf"), { architecture: "qwen3", seed: 2 });
     await rewriteGguf(join(dir, "ok.gguf"), join(dir, "bad.gguf"), (metadata) => metadata.delete("qwen3.embedding_length"));

@@ -1,6 +1,6 @@
 import { abortedError, type ClassifyOptions, type ClassifyResult, InferenceError } from "@infer/core";
 import type { ControlledEvaluateInputItem, LlamaContextSequence } from "node-llama-cpp";
-import { assertPromptFits, prepareSequence } from "./decode.js";
+import { assertPromptFits, prefillAbortably, prepareSequence } from "./decode.js";
 import type { LlamaCppParts } from "./model.js";
 import { asLlamaTokens } from "./runtime.js";
 import { samplerSettings } from "./sampling.js";
@@ -23,7 +23,9 @@ export async function classifyPrompts(
   for (let start = 0; start < prompts.length; start += parts.slots.length) {
     if (signal.aborted) throw abortedError(signal.reason);
     const wave = prompts.slice(start, start + parts.slots.length);
-    results.push(...(await Promise.all(wave.map((prompt, i) => classifyOne(parts, parts.slots[i]!, prompt, options)))));
+    results.push(
+      ...(await Promise.all(wave.map((prompt, i) => classifyOne(parts, parts.slots[i]!, prompt, options, signal)))),
+    );
   }
   return results;
 }
@@ -33,9 +35,10 @@ async function classifyOne(
   sequence: LlamaContextSequence,
   prompt: number[],
   options: ClassifyOptions,
+  signal: AbortSignal,
 ): Promise<ClassifyResult> {
   assertPromptFits(prompt, sequence);
-  const pending = await prepareSequence(sequence, prompt);
+  const pending = await prefillAbortably(sequence, await prepareSequence(sequence, prompt), signal);
   const sampler = samplerSettings(options, CLASSIFY_DEFAULTS);
   const last: ControlledEvaluateInputItem = [
     asLlamaTokens(pending)[pending.length - 1]!,

@@ -41,6 +41,30 @@ export async function prepareSequence(sequence: LlamaContextSequence, prompt: nu
   return prompt.slice(sequence.nextTokenIndex);
 }
 
+/**
+ * Evaluates all but the last pending token in batch-sized chunks, checking the
+ * signal between chunks, so a long prefill can be aborted. Returns the tokens
+ * left (the last one, whose logits the caller samples). Prompts within one
+ * batch go to llama.cpp in one piece, as node-llama-cpp would send them.
+ */
+export async function prefillAbortably(
+  sequence: LlamaContextSequence,
+  pending: number[],
+  signal: AbortSignal,
+): Promise<number[]> {
+  const chunk = sequence.context.batchSize;
+  if (pending.length <= chunk) return pending;
+  let at = 0;
+  while (pending.length - at > chunk) {
+    if (signal.aborted) throw abortedError(signal.reason);
+    const end = Math.min(at + chunk, pending.length - 1);
+    await sequence.evaluateWithoutGeneratingNewTokens(asLlamaTokens(pending.slice(at, end)));
+    at = end;
+  }
+  if (signal.aborted) throw abortedError(signal.reason);
+  return pending.slice(at);
+}
+
 /** Refuses prompts that do not leave room for one generated token. */
 export function assertPromptFits(prompt: number[], sequence: LlamaContextSequence): void {
   if (prompt.length === 0) {
@@ -70,8 +94,7 @@ export async function* decodeSequence(
 ): AsyncGenerator<Token, FinishReason, undefined> {
   const { prompt, signal } = request;
   assertPromptFits(prompt, sequence);
-  const pending = await prepareSequence(sequence, prompt);
-  if (signal.aborted) throw abortedError(signal.reason);
+  const pending = await prefillAbortably(sequence, await prepareSequence(sequence, prompt), signal);
 
   const history = [...prompt];
   const evaluation = sequence.evaluate(asLlamaTokens(pending), {

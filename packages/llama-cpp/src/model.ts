@@ -20,6 +20,7 @@ import {
   type TokenizerModel,
   abortedError,
   makeMetrics,
+  toInferenceError,
 } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaEmbeddingContext, LlamaModel } from "node-llama-cpp";
 import { runBatch } from "./batch.js";
@@ -128,13 +129,18 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
 
   // ---- EmbeddingModel ----
 
+  /** Embeddings get their own context (no KV sharing with generation), capped to keep it small. */
+  private get embeddingContextLength(): number {
+    return Math.min(this.parts.info.contextLength, 2048);
+  }
+
   async embed(texts: string[], options: { signal?: AbortSignal; normalize?: boolean } = {}): Promise<Float32Array[]> {
     this.assertOpen();
     if (!Array.isArray(texts) || !texts.every((t) => typeof t === "string")) {
       throw new InferenceError("INVALID_OPTION", "embed() texts must be an array of strings");
     }
     this.embeddingContext ??= this.parts.model.createEmbeddingContext({
-      contextSize: Math.min(this.parts.info.contextLength, 2048),
+      contextSize: this.embeddingContextLength,
       threads: this.parts.threads,
     });
     const context = await this.embeddingContext;
@@ -142,7 +148,20 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     for (const text of texts) {
       if (options.signal?.aborted) throw abortedError(options.signal.reason);
       this.assertOpen();
-      const embedding = await context.getEmbeddingFor(text);
+      let embedding;
+      try {
+        embedding = await context.getEmbeddingFor(text);
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        if (/longer than the context/i.test(message)) {
+          throw new InferenceError(
+            "CONTEXT_OVERFLOW",
+            `embed(): a text is longer than the embedding context of ${this.embeddingContextLength} tokens`,
+            { cause: error },
+          );
+        }
+        throw toInferenceError(error, "INTERNAL", "embed()");
+      }
       const vector = Float32Array.from(embedding.vector);
       if (options.normalize ?? true) normalizeInPlace(vector);
       vectors.push(vector);

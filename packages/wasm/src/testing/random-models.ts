@@ -29,7 +29,7 @@ export interface RandomModelSpec {
   ropeTheta?: number;
   rmsEps?: number;
   tiedEmbeddings?: boolean;
-  /** Gemma 3 (sliding layers) and Phi-3 (all layers); default 8 for Gemma 3, the context length for Phi-3. */
+  /** Gemma 3 (sliding layers) and Phi-3 (all layers) only; default 8 for Gemma 3, the context length for Phi-3. */
   slidingWindow?: number;
   /** Llama only: Llama 3.1 RoPE scaling (HF rope_scaling; GGUF rope_freqs.weight). */
   llama3RopeScaling?: { factor: number; lowFreqFactor: number; highFreqFactor: number; originalContextLength: number };
@@ -89,7 +89,8 @@ export function randomModelDims(spec: RandomModelSpec): RandomModelDims {
     ropeTheta: spec.ropeTheta ?? (gemma ? 1_000_000 : 10000),
     rmsEps: spec.rmsEps ?? 1e-5,
     tiedEmbeddings: spec.tiedEmbeddings ?? gemma,
-    slidingWindow: spec.slidingWindow ?? (gemma ? 8 : spec.architecture === "phi3" ? contextLength : 0),
+    // Only Gemma 3 and Phi-3 carry a window (llama.cpp ignores one on llama/qwen GGUFs).
+    slidingWindow: gemma ? (spec.slidingWindow ?? 8) : spec.architecture === "phi3" ? (spec.slidingWindow ?? contextLength) : 0,
     llama3RopeScaling: spec.llama3RopeScaling,
     longRope: spec.longRope,
     vocabSize: byteVocab().tokens.length,

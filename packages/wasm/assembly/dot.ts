@@ -83,49 +83,61 @@ export function dotQ4_0(w: usize, xq: usize, xd: usize, xb: usize, blocks: i32):
   return horizontalSum(acc) - 8 * offsetTerm;
 }
 
-/** Q4_K sub-block j's 6-bit scale (low byte) and min (second byte), unpacked from the 12 scale bytes. */
-function scaleAndMin(scales: usize, j: i32): u32 {
-  if (j < 4) return (<u32>load<u8>(scales + j) & 63) | ((<u32>load<u8>(scales + j + 4) & 63) << 8);
-  const packed = <u32>load<u8>(scales + j + 4);
-  const scale = (packed & 0xf) | ((<u32>load<u8>(scales + j - 4) >> 6) << 4);
-  const min = (packed >> 4) | ((<u32>load<u8>(scales + j) >> 6) << 4);
-  return scale | (min << 8);
+/** Two Q4_K sub-blocks (32 bytes of nibbles) · 64 activations, scaled: acc + lowSum * lowScale + highSum * highScale. */
+function subBlockPairQ4_K(acc: v128, qs: usize, xq: usize, lowScale: f32, highScale: f32): v128 {
+  const lowMask = i16x8.splat(0x0f);
+  const v0 = v128.load(qs, 0);
+  const v1 = v128.load(qs, 16);
+  const b0 = i16x8.extend_low_i8x16_u(v0);
+  const b1 = i16x8.extend_high_i8x16_u(v0);
+  const b2 = i16x8.extend_low_i8x16_u(v1);
+  const b3 = i16x8.extend_high_i8x16_u(v1);
+  // Low nibbles: the first sub-block (elements 0..31); high nibbles: the second (32..63).
+  let lowSum = i32x4.add(dot8(v128.and(b0, lowMask), xq, 0), dot8(v128.and(b1, lowMask), xq, 16));
+  lowSum = i32x4.add(lowSum, i32x4.add(dot8(v128.and(b2, lowMask), xq, 32), dot8(v128.and(b3, lowMask), xq, 48)));
+  let highSum = i32x4.add(dot8(i16x8.shr_u(b0, 4), xq, 64), dot8(i16x8.shr_u(b1, 4), xq, 80));
+  highSum = i32x4.add(highSum, i32x4.add(dot8(i16x8.shr_u(b2, 4), xq, 96), dot8(i16x8.shr_u(b3, 4), xq, 112)));
+  return scaledAdd(scaledAdd(acc, lowSum, lowScale), highSum, highScale);
+}
+
+/** Four unsigned bytes of `bytes` as four floats. */
+function bytesToFloats(bytes: u32): v128 {
+  return f32x4.convert_i32x4_u(i32x4.extend_low_i16x8_u(i16x8.extend_low_i8x16_u(i32x4.splat(bytes))));
 }
 
 export function dotQ4_K(w: usize, xq: usize, xd: usize, xs: usize, superBlocks: i32): f32 {
   let acc = f32x4.splat(0);
-  let minTerm: f32 = 0;
-  const lowMask = i16x8.splat(0x0f);
+  let minAcc = f32x4.splat(0);
   for (let i = 0; i < superBlocks; i++) {
     const d = halfToFloat(load<u16>(w));
     const dmin = halfToFloat(load<u16>(w, 2));
-    const scales = w + 4;
-    let qs = w + 16;
-    for (let j = 0; j < 8; j += 2) {
-      // 32 bytes: low nibbles are sub-block j (elements 0..31), high nibbles sub-block j + 1 (32..63).
-      const v0 = v128.load(qs, 0);
-      const v1 = v128.load(qs, 16);
-      const b0 = i16x8.extend_low_i8x16_u(v0);
-      const b1 = i16x8.extend_high_i8x16_u(v0);
-      const b2 = i16x8.extend_low_i8x16_u(v1);
-      const b3 = i16x8.extend_high_i8x16_u(v1);
-      let lowSum = i32x4.add(dot8(v128.and(b0, lowMask), xq, 0), dot8(v128.and(b1, lowMask), xq, 16));
-      lowSum = i32x4.add(lowSum, i32x4.add(dot8(v128.and(b2, lowMask), xq, 32), dot8(v128.and(b3, lowMask), xq, 48)));
-      let highSum = i32x4.add(dot8(i16x8.shr_u(b0, 4), xq, 64), dot8(i16x8.shr_u(b1, 4), xq, 80));
-      highSum = i32x4.add(highSum, i32x4.add(dot8(i16x8.shr_u(b2, 4), xq, 96), dot8(i16x8.shr_u(b3, 4), xq, 112)));
-      const first = scaleAndMin(scales, j);
-      const second = scaleAndMin(scales, j + 1);
-      acc = scaledAdd(acc, lowSum, d * <f32>(first & 0xff) * load<f32>(xd, 0));
-      acc = scaledAdd(acc, highSum, d * <f32>(second & 0xff) * load<f32>(xd, 4));
-      minTerm += dmin * (<f32>(first >> 8) * load<f32>(xs, 0) + <f32>(second >> 8) * load<f32>(xs, 4));
-      qs += 32;
-      xq += 128;
-      xd += 8;
-      xs += 8;
-    }
+    // The twelve scale bytes s[0..11] hold eight 6-bit scales and mins:
+    // sub-block j < 4: scale s[j] & 63, min s[j + 4] & 63; j >= 4: scale
+    // s[j + 4] & 15 | (s[j - 4] >> 6) << 4, min s[j + 4] >> 4 | (s[j] >> 6) << 4.
+    // As three little-endian words, all eight of each come out four at a time:
+    const a = load<u32>(w, 4);
+    const b = load<u32>(w, 8);
+    const c = load<u32>(w, 12);
+    const scalesLow = f32x4.mul(bytesToFloats(a & 0x3f3f3f3f), f32x4.splat(d));
+    const scalesHigh = f32x4.mul(bytesToFloats((c & 0x0f0f0f0f) | ((a >> 2) & 0x30303030)), f32x4.splat(d));
+    const minsLow = bytesToFloats(b & 0x3f3f3f3f);
+    const minsHigh = bytesToFloats(((c >> 4) & 0x0f0f0f0f) | ((b >> 2) & 0x30303030));
+    // The minimums meet the activations' float sums: dmin * sum_j m_j * xs_j.
+    minAcc = f32x4.add(minAcc, f32x4.mul(f32x4.splat(dmin), f32x4.add(f32x4.mul(minsLow, v128.load(xs, 0)), f32x4.mul(minsHigh, v128.load(xs, 16)))));
+    // Each sub-block's scale times its activation block's scale.
+    const low = f32x4.mul(scalesLow, v128.load(xd, 0));
+    const high = f32x4.mul(scalesHigh, v128.load(xd, 16));
+    const qs = w + 16;
+    acc = subBlockPairQ4_K(acc, qs, xq, f32x4.extract_lane(low, 0), f32x4.extract_lane(low, 1));
+    acc = subBlockPairQ4_K(acc, qs + 32, xq + 128, f32x4.extract_lane(low, 2), f32x4.extract_lane(low, 3));
+    acc = subBlockPairQ4_K(acc, qs + 64, xq + 256, f32x4.extract_lane(high, 0), f32x4.extract_lane(high, 1));
+    acc = subBlockPairQ4_K(acc, qs + 96, xq + 384, f32x4.extract_lane(high, 2), f32x4.extract_lane(high, 3));
     w += 144;
+    xq += 512;
+    xd += 32;
+    xs += 32;
   }
-  return horizontalSum(acc) - minTerm;
+  return horizontalSum(acc) - horizontalSum(minAcc);
 }
 
 export function dotQ6_K(w: usize, xq: usize, xd: usize, superBlocks: i32): f32 {

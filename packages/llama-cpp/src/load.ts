@@ -82,11 +82,6 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
           : context.getSequence(),
       );
     }
-    const estimate = model.fileInsights.estimateContextResourceRequirements({
-      contextSize: context.contextSize,
-      sequences: slots,
-      modelGpuLayers: model.gpuLayers,
-    });
     return new LlamaCppModel({
       path,
       llama,
@@ -96,7 +91,6 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
       draft,
       threads,
       info: modelInfo(model, context.contextSize),
-      contextMemoryBytes: estimate.cpuRam + estimate.gpuVram,
       probe: new ProbeBus(options.probe),
     });
   } catch (error) {

@@ -42,8 +42,6 @@ export interface LlamaCppParts {
   draft?: { model: LlamaModel; context: LlamaContext };
   threads: number;
   info: ModelInfo;
-  /** node-llama-cpp's estimate of the context's memory (KV cache, compute buffers), bytes. */
-  contextMemoryBytes: number;
   probe: ProbeBus;
 }
 
@@ -279,17 +277,28 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
   private recordMetrics(promptTokens: number, generatedTokens: number, started: number, firstTokenAt?: number): void {
     const ended = performance.now();
     const prefillEnd = firstTokenAt ?? ended;
-    const { ram, vram } = this.parts.model.memoryUsage;
-    const memory = ram + vram + this.parts.contextMemoryBytes;
+    const memory = this.memoryBytes();
     this.lastMetrics = makeMetrics({
       promptTokens,
       generatedTokens,
       prefillMs: prefillEnd - started,
       decodeMs: ended - prefillEnd,
       totalMs: ended - started,
+      // llama.cpp allocates up front, so the peak of a call is what is held.
       peakMemoryBytes: memory,
-      activeMemoryBytes: this.isClosed ? 0 : memory,
+      activeMemoryBytes: memory,
     });
+  }
+
+  /**
+   * What llama.cpp holds for this model now, as node-llama-cpp accounts it:
+   * weights, the context (KV cache and compute buffers) and the draft's, RAM and VRAM.
+   */
+  private memoryBytes(): number {
+    if (this.isClosed) return 0;
+    const { model, context, draft } = this.parts;
+    const holders = [model, context, draft?.model, draft?.context].filter((h) => h !== undefined);
+    return holders.reduce((sum, holder) => sum + holder.memoryUsage.ram + holder.memoryUsage.vram, 0);
   }
 
   private emitTokenProbe(token: Token, position: number): void {

@@ -51,7 +51,7 @@ describe("SharedArena", () => {
 
   it("fails cleanly past its maximum and on bad arguments", () => {
     const arena = new SharedArena(0, 4);
-    assertInferenceError(() => arena.allocate(5 * 65536), "INTERNAL", /cannot grow/);
+    assertInferenceError(() => arena.allocate(5 * 65536), "UNSUPPORTED", /cannot grow/);
     assertInferenceError(() => arena.allocate(-1), "INTERNAL");
     assertInferenceError(() => arena.allocate(8, 3), "INTERNAL", /power of two/);
     assertInferenceError(() => arena.release(12345), "INTERNAL", /not an allocation/);

@@ -110,8 +110,9 @@ export class SharedArena {
     try {
       this.memory.grow(pages);
     } catch (cause) {
+      // UNSUPPORTED, not INTERNAL: a model larger than 32-bit WebAssembly memory is beyond this backend, not a bug.
       throw new InferenceError(
-        "INTERNAL",
+        "UNSUPPORTED",
         `kernel memory: cannot grow to ${needed} bytes (WebAssembly memory tops out at 4 GiB, and the host may refuse less)`,
         { cause, details: { needed } },
       );

@@ -8,10 +8,15 @@ import { runConformanceSuite } from "@infer/core/testing";
 import "../src/index.js";
 import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
 
+/** stories260K has no chat template; a plain one lets the suite's chat check run. */
+const STORY_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}";
+
 runConformanceSuite({
   name: "llama_cpp stories260K.gguf",
   load: () => loadModel(STORIES_GGUF, TEST_LOAD),
   skip: skipWithoutStories || undefined,
+  chatMessages: [{ role: "user", content: "Once upon a time" }],
+  chatTemplate: STORY_TEMPLATE,
 });
 
 /**
@@ -30,6 +35,10 @@ const randomModelsMissing = existsSync(fileURLToPath(RANDOM_MODELS))
 // gemma3, whose random weights give near one-hot next-token distributions
 // (entropy ~1e-5 nats for every seed tried), so the suite's "different seeds
 // sample differently" check cannot hold for any sampler.
+const CHATML =
+  "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" +
+  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
 for (const architecture of ["llama", "qwen2", "qwen3"]) {
   runConformanceSuite({
     name: `llama_cpp random ${architecture} GGUF`,
@@ -40,5 +49,10 @@ for (const architecture of ["llama", "qwen2", "qwen3"]) {
       await writeRandomGguf(path, { architecture, seed: 7 });
       return loadModel(path, { ...TEST_LOAD, contextLength: 128 });
     },
+    chatMessages: [
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Hello" },
+    ],
+    chatTemplate: CHATML,
   });
 }

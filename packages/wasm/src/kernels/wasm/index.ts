@@ -1,1 +1,19 @@
+/**
+ * WebAssembly SIMD128 kernels with a worker pool: `createWasmKernels({ threads })`
+ * returns a `Kernels` (matmul, matmulMany, attention) computing on one shared
+ * WebAssembly.Memory. kernels.wasm is built from packages/wasm/assembly by
+ * `npm run build:wasm -w @infer/wasm` (part of the root `npm run build`).
+ *
+ * Using them from a loader and forward pass:
+ *  - Weights: copy each tensor's bytes once into `kernels.allocate(byteLength)`
+ *    and build the WeightMatrix on that view; matmul then reads them in place.
+ *    (A WeightMatrix whose bytes live elsewhere still works: it is copied in on
+ *    first use and kept, keyed by its `data` array, so keep that array stable.)
+ *  - KV cache: allocate each layer's keys and values with `allocate` (as
+ *    Float32Array views on the returned bytes) to have attention run in
+ *    WebAssembly; an ordinary Float32Array cache falls back to the reference.
+ *  - q/k/v and gate/up projections: `matmulMany` prepares the shared input once.
+ *  - `await kernels.dispose()` stops the worker threads (they never keep a
+ *    process alive, disposed or not).
+ */
 export { createWasmKernels, type WasmKernelOptions } from "./kernels.js";

@@ -5,7 +5,7 @@ import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-
 import { assertAdapterMetadata, assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
 import { assertContextFits } from "./memory.js";
 import { LlamaCppModel } from "./model.js";
-import { getRuntime, nodeLlamaCpp, withLlamaLog } from "./runtime.js";
+import { asLlamaTokens, getRuntime, nodeLlamaCpp, withLlamaLog } from "./runtime.js";
 
 const DEFAULT_PARALLEL_SLOTS = 4;
 /** llama.cpp's positions and cell counts are 32-bit signed. */
@@ -62,6 +62,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
     if (options.draftModel !== undefined) {
       const draftModel = await loadWeights(llama, options.draftModel, options.gpuLayers, "draft model");
       disposers.push(() => draftModel.dispose());
+      assertSameVocabulary(model, draftModel, options.draftModel);
       const draftContext = await createContext(
         draftModel,
         { contextSize: context.contextSize, sequences: slots, threads: { ideal: threads, min: threads } },
@@ -96,6 +97,47 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
   } catch (error) {
     for (const dispose of disposers.reverse()) await dispose().catch(() => undefined);
     throw error;
+  }
+}
+
+/** How many token texts are compared between a model and its draft. */
+const VOCAB_SAMPLES = 64;
+
+/**
+ * A draft proposes token ids the target then verifies, so both must number the
+ * same vocabulary alike: same kind, size, BOS/EOS and token texts (sampled
+ * across the vocabulary). A mismatch would feed llama.cpp out-of-range ids.
+ */
+function assertSameVocabulary(model: LlamaModel, draft: LlamaModel, draftPath: string): void {
+  const sizeOf = (m: LlamaModel) => {
+    let count = 0;
+    for (const _ of m.iterateAllTokens()) count++;
+    return count;
+  };
+  const size = sizeOf(model);
+  const draftSize = sizeOf(draft);
+  const problems: string[] = [];
+  if (model.vocabularyType !== draft.vocabularyType) {
+    problems.push(`tokenizer ${draft.vocabularyType} vs the model's ${model.vocabularyType}`);
+  }
+  if (size !== draftSize) problems.push(`${draftSize} tokens vs the model's ${size}`);
+  if (model.tokens.bos !== draft.tokens.bos || model.tokens.eos !== draft.tokens.eos) problems.push("different BOS/EOS ids");
+  if (problems.length === 0) {
+    for (let i = 0; i < VOCAB_SAMPLES; i++) {
+      const id = Math.floor((i * (size - 1)) / (VOCAB_SAMPLES - 1));
+      const token = asLlamaTokens([id]);
+      if (model.detokenize(token, true) !== draft.detokenize(token, true)) {
+        problems.push(`token ${id} differs`);
+        break;
+      }
+    }
+  }
+  if (problems.length > 0) {
+    throw new InferenceError(
+      "INVALID_OPTION",
+      `load option draftModel '${draftPath}' does not share the model's vocabulary (${problems.join(", ")})`,
+      { details: { option: "draftModel", path: draftPath } },
+    );
   }
 }
 

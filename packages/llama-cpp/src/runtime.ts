@@ -18,7 +18,9 @@ export async function withLlamaLog<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    const lines = recentLog.filter((line) => /error|fail|invalid|corrupt|missing|not within/i.test(line));
+    const lines = recentLog.filter(
+      (line) => /error|fail|invalid|corrupt|missing|not within/i.test(line) && !/^Failed simulating/.test(line),
+    );
     if (lines.length > 0 && error instanceof Error) error.message += ` (llama.cpp: ${[...new Set(lines)].join("; ")})`;
     throw error;
   }

@@ -18,9 +18,10 @@ import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
  * build output (a test-only link; this package does not depend on it).
  */
 const WASM_FORMATS = new URL("../../../wasm/dist/src/formats/index.js", import.meta.url);
-const skipWithoutWasm = existsSync(fileURLToPath(WASM_FORMATS))
+const WASM_TESTING = new URL("../../../wasm/dist/src/testing/index.js", import.meta.url);
+const skipWithoutWasm = existsSync(fileURLToPath(WASM_FORMATS)) && existsSync(fileURLToPath(WASM_TESTING))
   ? false
-  : `needs @infer/wasm's GGUF writer at ${fileURLToPath(WASM_FORMATS)} (build packages/wasm first)`;
+  : `needs @infer/wasm's GGUF writer and random models under ${fileURLToPath(new URL("../../../wasm/dist/src/", import.meta.url))} (build packages/wasm first)`;
 
 interface GgufTensorInfo {
   name: string;
@@ -142,6 +143,44 @@ describe("LoRA adapters and speculative decoding", { skip: skipWithoutStories ||
     }
     const adaptedText = await adapted.generateText("Once upon a time", GREEDY);
     assert.equal(adaptedText.text, (await merged.generateText("Once upon a time", GREEDY)).text);
+  });
+
+  test("a draft model with another vocabulary is INVALID_OPTION", async () => {
+    const { writeRandomGguf } = (await import(WASM_TESTING.href)) as {
+      writeRandomGguf: (path: string, spec: { architecture: string; seed: number }) => Promise<unknown>;
+    };
+    const other = join(dir, "random-llama.gguf");
+    await writeRandomGguf(other, { architecture: "llama", seed: 3 });
+    await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, draftModel: other }), (error: unknown) => {
+      assert.ok(isInferenceError(error, "INVALID_OPTION"), String(error));
+      assert.ok(error.message.includes(other) && error.message.includes("vocabulary"), error.message);
+      return true;
+    });
+  });
+
+  test("a model whose metadata has a wrongly typed key is MODEL_FORMAT naming file and key", async () => {
+    const formats = (await import(WASM_FORMATS.href)) as WasmFormats;
+    const file = await readFile(STORIES_GGUF);
+    const source = await formats.readGguf(STORIES_GGUF);
+    const metadata = new Map(source.metadata);
+    const tokenTypes = metadata.get("tokenizer.ggml.token_type") as { value: Int32Array };
+    // token types stored as FLOAT32 instead of INT32
+    metadata.set("tokenizer.ggml.token_type", { type: 9, itemType: GGUF_FLOAT32, value: Float32Array.from(tokenTypes.value) });
+    const path = join(dir, "float-token-types.gguf");
+    await formats.writeGgufFile(path, {
+      metadata,
+      tensors: source.tensors.map((t) => ({
+        name: t.name,
+        shape: t.shape,
+        type: F32,
+        data: new Float32Array(file.buffer.slice(file.byteOffset + t.offset, file.byteOffset + t.offset + t.byteLength)),
+      })),
+    });
+    await assert.rejects(loadModel(path, TEST_LOAD), (error: unknown) => {
+      assert.ok(isInferenceError(error, "MODEL_FORMAT"), String(error));
+      assert.ok(error.message.includes(path) && error.message.includes("tokenizer.ggml.token_type"), error.message);
+      return true;
+    });
   });
 
   test("an adapter whose metadata would crash llama.cpp is MODEL_FORMAT instead", async () => {

@@ -58,7 +58,7 @@ export class WorkerPool {
           worker.once("error", reject);
         }),
       );
-      // A worker that dies mid-job would leave the main thread waiting for it forever.
+      // Recorded so that the next call fails at once rather than waiting on a worker that is gone.
       worker.on("error", (error) => (pool.broken ??= error));
       worker.on("exit", () => {
         if (!pool.disposed) pool.broken ??= new Error("a kernel worker exited");

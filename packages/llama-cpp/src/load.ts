@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
 import { assertAdapterMetadata, assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
-import { assertContextFits } from "./memory.js";
+import { assertContextFits, assertKvTypeFits } from "./memory.js";
 import { LlamaCppModel } from "./model.js";
 import { asLlamaTokens, getRuntime, nodeLlamaCpp, withLlamaLog } from "./runtime.js";
 
@@ -44,6 +44,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
   try {
     const model = await loadWeights(llama, path, options.gpuLayers, "model");
     disposers.push(() => model.dispose());
+    assertKvTypeFits(model, options.kvType);
     await assertContextFits(llama, model, options.contextLength, slots, options.kvType);
     const contextOptions: LlamaContextOptions = {
       contextSize: options.contextLength ?? "auto",

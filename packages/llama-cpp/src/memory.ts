@@ -10,6 +10,20 @@ const KV_ELEMENT_BYTES: Record<string, number> = { f32: 4, f16: 2, q8_0: 34 / 32
  * bound (no compute buffers), so it never refuses a context that would fit.
  */
 export function minimumKvCacheBytes(model: LlamaModel, cells: number, kvType = "f16"): number {
+  let perToken = 0;
+  for (const layer of attentionShape(model)) perToken += layer.kvHeads * (layer.keyLength + layer.valueLength);
+  const bytes = perToken * cells * (KV_ELEMENT_BYTES[kvType] ?? 2);
+  return Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
+}
+
+interface LayerAttention {
+  kvHeads: number;
+  keyLength: number;
+  valueLength: number;
+}
+
+/** Per layer: KV heads and key/value head sizes, from the GGUF hyperparameters. */
+function attentionShape(model: LlamaModel): LayerAttention[] {
   const metadata = model.fileInfo.metadata as unknown as Record<string, Record<string, unknown> | undefined>;
   const arch = String(metadata.general?.architecture ?? "");
   const fields = (metadata[arch] ?? {}) as Record<string, unknown>;
@@ -18,15 +32,28 @@ export function minimumKvCacheBytes(model: LlamaModel, cells: number, kvType = "
   const heads = perLayer(attention.head_count, layers);
   const kvHeads = perLayer(attention.head_count_kv ?? attention.head_count, layers);
   const embedding = Number(fields.embedding_length ?? 0);
-  let perToken = 0;
-  for (let layer = 0; layer < layers; layer++) {
+  return Array.from({ length: layers }, (_, layer) => {
     const headDim = heads[layer] ? embedding / heads[layer]! : 0;
-    const keyLength = Number(attention.key_length ?? headDim);
-    const valueLength = Number(attention.value_length ?? headDim);
-    perToken += (kvHeads[layer] ?? 0) * (keyLength + valueLength);
+    return {
+      kvHeads: kvHeads[layer] ?? 0,
+      keyLength: Number(attention.key_length ?? headDim),
+      valueLength: Number(attention.value_length ?? headDim),
+    };
+  });
+}
+
+/** A quantized KV cache stores each head in whole blocks (32 values for q8_0). */
+export function assertKvTypeFits(model: LlamaModel, kvType: string | undefined): void {
+  if (kvType?.toLowerCase() !== "q8_0") return;
+  const odd = attentionShape(model).find((l) => l.keyLength % 32 !== 0 || l.valueLength % 32 !== 0);
+  if (odd) {
+    throw new InferenceError(
+      "INVALID_OPTION",
+      `load option kvType 'q8_0' needs attention head sizes divisible by 32; this model's are ` +
+        `${odd.keyLength} (keys) and ${odd.valueLength} (values); use kvType 'f16' or 'f32'`,
+      { details: { option: "kvType" } },
+    );
   }
-  const bytes = perToken * cells * (KV_ELEMENT_BYTES[kvType] ?? 2);
-  return Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
 }
 
 function perLayer(value: unknown, layers: number): number[] {

@@ -18,9 +18,8 @@ export async function withLlamaLog<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    const lines = recentLog.filter(
-      (line) => /error|fail|invalid|corrupt|missing|not within/i.test(line) && !/^Failed simulating/.test(line),
-    );
+    // node-llama-cpp's own note about falling back to estimates is not a reason.
+    const lines = recentLog.filter((line) => !/^Failed simulating/.test(line));
     if (lines.length > 0 && error instanceof Error) error.message += ` (llama.cpp: ${[...new Set(lines)].join("; ")})`;
     throw error;
   }
@@ -57,7 +56,8 @@ export function getRuntime(): Promise<Llama> {
       // llama.cpp explains a failed load only in its log; keep the recent lines
       // for error messages instead of printing them.
       logger: (level, message) => {
-        if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal || level === LlamaLogLevel.warn) {
+        const serious = level === LlamaLogLevel.error || level === LlamaLogLevel.fatal;
+        if (serious || (level === LlamaLogLevel.warn && /error|fail|invalid|corrupt|missing|not within|does not/i.test(message))) {
           recentLog.push(message.trim());
           if (recentLog.length > RECENT_LOG_LINES) recentLog.shift();
         }

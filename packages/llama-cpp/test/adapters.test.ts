@@ -183,6 +183,30 @@ describe("LoRA adapters and speculative decoding", { skip: skipWithoutStories ||
     });
   });
 
+  test("a q8_0 KV cache runs a model with 32-wide heads and stays close to f16", async () => {
+    const { writeRandomGguf } = (await import(WASM_TESTING.href)) as {
+      writeRandomGguf: (path: string, spec: { architecture: string; seed: number; headDim: number }) => Promise<unknown>;
+    };
+    const path = join(dir, "random-llama-head32.gguf");
+    await writeRandomGguf(path, { architecture: "llama", seed: 5, headDim: 32 });
+    const [f16, q8] = await Promise.all(
+      ["f16", "q8_0"].map((kvType) => loadModel(path, { ...TEST_LOAD, contextLength: 128, parallelSlots: 1, kvType })),
+    );
+    try {
+      const [a] = await f16!.classify(["hello world"], { logits: true });
+      const [b] = await q8!.classify(["hello world"], { logits: true });
+      let diff = 0;
+      let scale = 0;
+      for (let i = 0; i < a!.logits!.length; i++) {
+        diff = Math.max(diff, Math.abs(a!.logits![i]! - b!.logits![i]!));
+        scale = Math.max(scale, Math.abs(a!.logits![i]!));
+      }
+      assert.ok(diff < 0.05 * scale, `q8_0 KV logits differ by ${diff} (largest logit ${scale})`);
+    } finally {
+      await Promise.all([f16!.close(), q8!.close()]);
+    }
+  });
+
   test("an adapter whose metadata would crash llama.cpp is MODEL_FORMAT instead", async () => {
     const path = join(dir, "int-alpha.gguf");
     await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: path }), (error: unknown) => {

@@ -225,6 +225,21 @@ describe("llama_cpp on stories260K", { skip: skipWithoutStories }, () => {
     assert.ok(maxAbsDiff(a!, b!) > 1e-3);
   });
 
+  test("kvType: f32 gives the published text too; q8_0 needs head sizes this model lacks", async () => {
+    const expected = readFileSync(STORIES_EXPECTED, "utf8").replace(/\n$/, "");
+    const f32 = await loadModel(STORIES_GGUF, { ...TEST_LOAD, parallelSlots: 1, kvType: "f32" });
+    try {
+      assert.equal((await f32.generateText("", { ...GREEDY, maxTokens: 200 })).text, expected);
+    } finally {
+      await f32.close();
+    }
+    // stories260K's heads have 8 dimensions; a q8_0 cache stores blocks of 32.
+    await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, kvType: "q8_0" }), (error: unknown) => {
+      assert.ok(isInferenceError(error, "INVALID_OPTION") && error.message.includes("kvType"), String(error));
+      return true;
+    });
+  });
+
   test("info and capabilities", () => {
     assert.deepEqual(
       { ...model.info(), contextLength: 0 },

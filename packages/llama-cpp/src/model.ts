@@ -19,6 +19,7 @@ import {
   type Token,
   type TokenizerModel,
   abortedError,
+  closedError,
   makeMetrics,
   toInferenceError,
 } from "@infer/core";
@@ -150,6 +151,7 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
       try {
         embedding = await context.getEmbeddingFor(text);
       } catch (error) {
+        if (this.isClosed) throw closedError();
         const message = error instanceof Error ? error.message : String(error);
         if (/longer than the context/i.test(message)) {
           throw new InferenceError(

@@ -28,9 +28,17 @@ export async function llamaCppReadable(source: string, target: string): Promise<
   return quirkyName(await readGguf(source)) === undefined ? source : writeLlamaCppCopy(source, target, { dequantize: false });
 }
 
-export async function writeLlamaCppCopy(source: string, target: string, options: { dequantize: boolean }): Promise<string> {
+export interface CopyOptions {
+  /** Store quantized and half-precision tensors as the F32 values they decode to. */
+  dequantize: boolean;
+  /** Metadata to set in the copy (the sensitivity tests alter a model on purpose). */
+  metadata?: Record<string, GgufValueInput>;
+}
+
+export async function writeLlamaCppCopy(source: string, target: string, options: CopyOptions): Promise<string> {
   const file = await readGguf(source);
   const metadata = new Map<string, GgufValueInput>(file.metadata);
+  for (const [key, value] of Object.entries(options.metadata ?? {})) metadata.set(key, value);
   const name = quirkyName(file);
   if (name !== undefined) metadata.set("general.name", { type: GgufValueType.STRING, value: name.replace(NAME_QUIRKS, "model") });
   const tensors: GgufTensorSpec[] = file.tensors.map((info) => {

@@ -1,6 +1,7 @@
 // The WebAssembly attention against the reference attention, with the KV cache
-// in the kernels' memory (allocate), grouped-query heads, several cache slots,
-// a prefill batch and decode tokens, sliding window and soft-capping, 1-3 threads.
+// in the kernels' memory (allocate, read in place) or in ordinary arrays
+// (staged), grouped-query heads, several cache slots, a prefill batch and
+// decode tokens, sliding window and soft-capping, 1-3 threads.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { referenceAttention } from "../../src/kernels/reference.js";
@@ -73,63 +74,69 @@ for (const threads of [1, 2, 3]) {
     after(() => kernels.dispose?.());
 
     for (const shape of SHAPES) {
-      const name = `${shape.numHeads}/${shape.numKVHeads} heads of ${shape.headDim}, window ${shape.window}, softcap ${shape.softcap}`;
-      it(`${name}: matches the reference within its bound`, () => {
-        const next = random(threads * 100 + shape.headDim);
-        const cacheFloats = shape.slots * shape.slotLength * shape.numKVHeads * shape.headDim;
-        const keyBytes = kernels.allocate!(cacheFloats * 4);
-        const valueBytes = kernels.allocate!(cacheFloats * 4);
-        const keys = new Float32Array(keyBytes.buffer, keyBytes.byteOffset, cacheFloats);
-        const values = new Float32Array(valueBytes.buffer, valueBytes.byteOffset, cacheFloats);
-        for (let i = 0; i < cacheFloats; i++) {
-          keys[i] = next() * 2 - 1;
-          values[i] = next() * 2 - 1;
-        }
-        const { positions, seqIds } = batchFor(shape);
-        const tokens = positions.length;
-        const width = shape.numHeads * shape.headDim;
-        const q = Float32Array.from({ length: tokens * width }, () => (next() * 2 - 1) * 3);
-        const params: AttentionParams = { ...shape, tokens, positions, seqIds, scale: 1 / Math.sqrt(shape.headDim) };
+      for (const inArena of [true, false]) {
+        const name = `${shape.numHeads}/${shape.numKVHeads} heads of ${shape.headDim}, window ${shape.window}, softcap ${shape.softcap}`;
+        it(`${name}, cache ${inArena ? "in the kernels' memory" : "in ordinary arrays"}: matches the reference within its bound`, () => {
+          const next = random(threads * 100 + shape.headDim);
+          const cacheFloats = shape.slots * shape.slotLength * shape.numKVHeads * shape.headDim;
+          const keyBytes = inArena ? kernels.allocate!(cacheFloats * 4) : new Uint8Array(cacheFloats * 4);
+          const valueBytes = inArena ? kernels.allocate!(cacheFloats * 4) : new Uint8Array(cacheFloats * 4);
+          const keys = new Float32Array(keyBytes.buffer, keyBytes.byteOffset, cacheFloats);
+          const values = new Float32Array(valueBytes.buffer, valueBytes.byteOffset, cacheFloats);
+          for (let i = 0; i < cacheFloats; i++) {
+            keys[i] = next() * 2 - 1;
+            values[i] = next() * 2 - 1;
+          }
+          const { positions, seqIds } = batchFor(shape);
+          const tokens = positions.length;
+          const width = shape.numHeads * shape.headDim;
+          const q = Float32Array.from({ length: tokens * width }, () => (next() * 2 - 1) * 3);
+          const params: AttentionParams = { ...shape, tokens, positions, seqIds, scale: 1 / Math.sqrt(shape.headDim) };
 
-        const expected = new Float32Array(tokens * width);
-        referenceAttention(expected, q, keys, values, params);
-        const actual = new Float32Array(tokens * width).fill(NaN);
-        kernels.attention!(actual, q, keys, values, params);
-        for (let t = 0; t < tokens; t++) {
-          for (let h = 0; h < shape.numHeads; h++) {
-            const allowed = bound(q, keys, values, params, t, h);
-            for (let d = 0; d < shape.headDim; d++) {
-              const i = (t * shape.numHeads + h) * shape.headDim + d;
-              const error = Math.abs(actual[i]! - expected[i]!);
-              if (!(error <= allowed)) assert.fail(`token ${t} head ${h} dim ${d}: ${actual[i]} vs ${expected[i]} (error ${error} > ${allowed})`);
+          const expected = new Float32Array(tokens * width);
+          referenceAttention(expected, q, keys, values, params);
+          const actual = new Float32Array(tokens * width).fill(NaN);
+          kernels.attention!(actual, q, keys, values, params);
+          for (let t = 0; t < tokens; t++) {
+            for (let h = 0; h < shape.numHeads; h++) {
+              const allowed = bound(q, keys, values, params, t, h);
+              for (let d = 0; d < shape.headDim; d++) {
+                const i = (t * shape.numHeads + h) * shape.headDim + d;
+                const error = Math.abs(actual[i]! - expected[i]!);
+                if (!(error <= allowed)) assert.fail(`token ${t} head ${h} dim ${d}: ${actual[i]} vs ${expected[i]} (error ${error} > ${allowed})`);
+              }
             }
           }
-        }
-        kernels.release!(keyBytes);
-        kernels.release!(valueBytes);
-      });
+          if (inArena) {
+            kernels.release!(keyBytes);
+            kernels.release!(valueBytes);
+          }
+        });
+      }
     }
   });
 }
 
-describe("wasm attention: outside the kernels' memory and bad input", () => {
+describe("wasm attention: staging and bad input", () => {
   let kernels: Kernels;
   before(async () => (kernels = await createWasmKernels({ threads: 2 })));
   after(() => kernels.dispose?.());
 
   const shape = { numHeads: 2, numKVHeads: 1, headDim: 4, slotLength: 8, window: 0, softcap: 0, scale: 0.5 };
 
-  it("a cache in ordinary arrays gives the reference result", () => {
+  it("a staged cache is re-read on every call: changed positions are seen", () => {
     const next = random(9);
     const keys = Float32Array.from({ length: 8 * 4 }, next);
     const values = Float32Array.from({ length: 8 * 4 }, next);
-    const q = Float32Array.from({ length: 2 * 8 }, next);
-    const params = { ...shape, tokens: 2, positions: Int32Array.of(2, 3), seqIds: Int32Array.of(0, 0) };
-    const expected = new Float32Array(16);
-    referenceAttention(expected, q, keys, values, params);
-    const actual = new Float32Array(16);
-    kernels.attention!(actual, q, keys, values, params);
-    assert.deepEqual(actual, expected);
+    const q = Float32Array.from({ length: 2 * 4 }, next);
+    const params = { ...shape, tokens: 1, positions: Int32Array.of(3), seqIds: Int32Array.of(0) };
+    const first = new Float32Array(8);
+    kernels.attention!(first, q, keys, values, params);
+    values.fill(0.25, 0, 4 * 4); // every visible value becomes 0.25: so does the output
+    const second = new Float32Array(8);
+    kernels.attention!(second, q, keys, values, params);
+    assert.notDeepEqual(second, first);
+    for (const value of second) assert.ok(Math.abs(value - 0.25) < 1e-6, `${value}`);
   });
 
   it("rejects positions and slots outside the cache", () => {

@@ -1,6 +1,7 @@
 // End to end: the real stories260K model (all F32) decoded greedily through
-// the WebAssembly kernels gives llama2.c's published 200-token text, as the
-// reference kernels do (see test/engine/real-models.test.ts).
+// the WebAssembly kernels (matmul, and attention on the engine's own cache
+// arrays, staged) gives llama2.c's published 200-token text, as the reference
+// kernels do (see test/engine/real-models.test.ts).
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";

@@ -1,12 +1,13 @@
 /**
- * The host half of attention: runs kernels.wasm's attention when the KV cache
- * (keys and values) lives in the arena (`allocate`); a cache elsewhere goes to
- * the reference attention, since copying a cache in on every call would cost
- * as much as reading it. Query heads of the batch are split across threads.
+ * The host half of attention: runs kernels.wasm's attention, query heads of
+ * the batch split across threads. A KV cache in the arena (`allocate`) is read
+ * in place. A cache elsewhere has the positions this call reads (per slot, the
+ * span from the earliest visible to the latest position) copied into a
+ * staging copy first: a plain copy at memory speed, much cheaper than the
+ * float64 reference attention it replaces, though reading in place is best.
  */
 import { InferenceError } from "@infer/core";
 import type { AttentionParams } from "../types.js";
-import { referenceAttention } from "../reference.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
 import { floatToBits, Op } from "./protocol.js";
@@ -16,24 +17,24 @@ export class AttentionHost {
   private readonly outStage: Scratch;
   private readonly tokenStage: Scratch;
   private readonly scores: Scratch;
+  private readonly keyStage: Scratch;
+  private readonly valueStage: Scratch;
+  /** [slots * 2]: per cache slot, the first and last position this call reads (reused across calls). */
+  private spans = new Int32Array(0);
 
   constructor(private readonly ctx: KernelContext) {
     this.qStage = ctx.scratch();
     this.outStage = ctx.scratch();
     this.tokenStage = ctx.scratch();
     this.scores = ctx.scratch();
+    this.keyStage = ctx.scratch();
+    this.valueStage = ctx.scratch();
   }
 
   attention(out: Float32Array, q: Float32Array, keys: Float32Array, values: Float32Array, p: AttentionParams): void {
     const ctx = this.ctx;
     ctx.checkOpen();
     const arena = ctx.arena;
-    const keysAddress = arena.addressOf(keys);
-    const valuesAddress = arena.addressOf(values);
-    if (keysAddress === undefined || valuesAddress === undefined) {
-      referenceAttention(out, q, keys, values, p);
-      return;
-    }
     const { tokens, numHeads, numKVHeads, headDim, slotLength, window } = p;
     const counts = { tokens, numHeads, numKVHeads, headDim, slotLength };
     for (const [name, value] of Object.entries(counts)) {
@@ -64,6 +65,8 @@ export class AttentionHost {
       visible += window > 0 ? Math.min(position + 1, window) : position + 1;
     }
 
+    const keysAddress = arena.addressOf(keys) ?? this.stageCache(keys, this.keyStage, p, slots);
+    const valuesAddress = arena.addressOf(values) ?? this.stageCache(values, this.valueStage, p, slots);
     const qAddress = ctx.floatsIn(q, tokens * width, this.qStage);
     const tokenAddress = this.tokenStage.ensure(tokens * 8);
     const tokenInts = new Int32Array(arena.heap.buffer, tokenAddress, tokens * 2); // [positions | seqIds]
@@ -97,5 +100,32 @@ export class AttentionHost {
       ctx.threadsFor(work),
     );
     ctx.copyOut(out, outAddress, tokens * width);
+  }
+
+  /**
+   * Copies the cached positions the batch reads from `cache` (a layer's keys or
+   * values outside the arena) to the same offsets of a staging copy; returns its address.
+   */
+  private stageCache(cache: Float32Array, stage: Scratch, p: AttentionParams, slots: number): number {
+    const kvStride = p.numKVHeads * p.headDim; // floats per cached position
+    const address = stage.ensure(slots * p.slotLength * kvStride * 4);
+    if (this.spans.length < slots * 2) this.spans = new Int32Array(slots * 2);
+    const spans = this.spans;
+    spans.fill(-1, 0, slots * 2);
+    for (let t = 0; t < p.tokens; t++) {
+      const seq = p.seqIds[t]!;
+      const position = p.positions[t]!;
+      const first = p.window > 0 ? Math.max(0, position - p.window + 1) : 0;
+      if (spans[2 * seq]! < 0 || first < spans[2 * seq]!) spans[2 * seq] = first;
+      if (position > spans[2 * seq + 1]!) spans[2 * seq + 1] = position;
     }
+    const staged = new Float32Array(this.ctx.arena.heap.buffer, address, slots * p.slotLength * kvStride);
+    for (let seq = 0; seq < slots; seq++) {
+      if (spans[2 * seq]! < 0) continue;
+      const from = (seq * p.slotLength + spans[2 * seq]!) * kvStride;
+      const to = (seq * p.slotLength + spans[2 * seq + 1]! + 1) * kvStride;
+      staged.set(cache.subarray(from, to), from);
+    }
+    return address;
+  }
 }

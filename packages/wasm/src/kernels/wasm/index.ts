@@ -10,8 +10,9 @@
  *    (A WeightMatrix whose bytes live elsewhere still works: it is copied in on
  *    first use and kept, keyed by its `data` array, so keep that array stable.)
  *  - KV cache: allocate each layer's keys and values with `allocate` (as
- *    Float32Array views on the returned bytes) to have attention run in
- *    WebAssembly; an ordinary Float32Array cache falls back to the reference.
+ *    Float32Array views on the returned bytes) to have attention read them in
+ *    place; an ordinary Float32Array cache works too, its visible positions
+ *    copied into staging memory on each call.
  *  - q/k/v and gate/up projections: `matmulMany` prepares the shared input once.
  *  - `await kernels.dispose()` stops the worker threads (they never keep a
  *    process alive, disposed or not).

@@ -8,8 +8,8 @@
  * elsewhere is copied in on its first matmul and kept while its bytes are
  * reachable. Activations and outputs are staged through scratch buffers that
  * only grow, so a token's matmuls allocate nothing; views from `allocate` used
- * as x or out skip the staging. Attention runs in WebAssembly when the KV cache
- * lives in `allocate` memory (see attention-host.ts).
+ * as x or out skip the staging. Attention reads a KV cache in `allocate`
+ * memory in place and stages one that lives elsewhere (see attention-host.ts).
  */
 import { readFile } from "node:fs/promises";
 import { InferenceError } from "@infer/core";

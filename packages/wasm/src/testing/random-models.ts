@@ -132,9 +132,11 @@ export function randomTensors(dims: RandomModelDims): RandomTensor[] {
   const { hiddenSize: hidden, numHeads, numKVHeads, headDim, ffnSize, vocabSize } = dims;
   const qDim = numHeads * headDim;
   const kvDim = numKVHeads * headDim;
-  // Embeddings of unit scale keep the token identity strong in the residual stream, so greedy
-  // decoding of these random models wanders instead of repeating one token.
-  tensors.push({ name: "token_embd.weight", shape: [vocabSize, hidden], data: uniform(vocabSize * hidden, 1) });
+  // Inputs of unit scale keep the token identity strong in the residual stream, so greedy
+  // decoding of these random models wanders instead of repeating one token. Gemma multiplies
+  // its embeddings by sqrt(hidden) itself (and reuses them as the output projection).
+  const embeddingScale = dims.architecture === "gemma3" ? 1 / Math.sqrt(hidden) : 1;
+  tensors.push({ name: "token_embd.weight", shape: [vocabSize, hidden], data: uniform(vocabSize * hidden, embeddingScale) });
   for (let i = 0; i < dims.numLayers; i++) {
     const name = (part: string, kind = "weight") => `blk.${i}.${part}.${kind}`;
     vector(name("attn_norm"), hidden, 0.2, normOffset);

@@ -7,7 +7,8 @@ import { readGguf, type GgufFile } from "../formats/gguf.js";
 import { GgufValueType } from "../formats/gguf-values.js";
 import { typeInfo } from "../formats/ggml-types.js";
 import { findArchitecture } from "../arch/registry.js";
-import { ConfigReader } from "./config.js";
+import type { LoadedModel } from "../arch/types.js";
+import { ConfigReader, type ModelConfig } from "./config.js";
 import { WeightSource, type StoredTensor } from "./weights.js";
 import { Transformer } from "./transformer.js";
 import { openHfFolder, type HfFolder } from "./load-hf.js";
@@ -96,8 +97,8 @@ function multimodalNames(tensors: ReadonlyMap<string, unknown>): (name: string) 
 }
 
 function finish(
-  config: Transformer["config"],
-  model: ConstructorParameters<typeof Transformer>[1],
+  config: ModelConfig,
+  model: LoadedModel,
   source: WeightSource,
   options: LoadOptions,
   metadata: LoadedMetadata,

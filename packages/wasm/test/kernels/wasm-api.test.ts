@@ -6,6 +6,8 @@ import { spawnSync } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 import { referenceMatmul } from "../../src/kernels/reference.js";
 import { GgmlType, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
+import { availableParallelism } from "node:os";
+import { physicalCoreCount } from "../../src/kernels/wasm/cores.js";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import { assertInferenceError, assertWithin, errorBounds, random, randomActivations, randomMatrix } from "./helpers.js";
 
@@ -124,6 +126,14 @@ describe("wasm kernels: bad input", () => {
 });
 
 describe("wasm kernels: lifetime", () => {
+  it("defaults to one thread per physical core", async () => {
+    const cores = physicalCoreCount();
+    assert.ok(Number.isInteger(cores) && cores >= 1 && cores <= availableParallelism());
+    const kernels = await createWasmKernels();
+    assert.equal(kernels.name, `wasm-simd (${cores} thread${cores === 1 ? "" : "s"})`);
+    await kernels.dispose!();
+  });
+
   it("dispose stops the workers; later calls throw CLOSED", async () => {
     const kernels = await createWasmKernels({ threads: 3 });
     await kernels.dispose!();

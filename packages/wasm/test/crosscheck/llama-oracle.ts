@@ -58,7 +58,7 @@ const THREADS = 1;
 export class LlamaOracle {
   private constructor(
     private readonly model: LlamaModel,
-    private readonly context: LlamaContext,
+    readonly context: LlamaContext,
     private readonly sequence: LlamaContextSequence,
   ) {}
 

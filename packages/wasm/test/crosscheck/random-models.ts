@@ -34,28 +34,29 @@ export async function withTempFolder<T>(run: (dir: string) => Promise<T>): Promi
 }
 
 export function caseLabel(spec: RandomGgufSpec): string {
-  return `${spec.architecture} ${typeName(spec.type ?? GgmlType.F32)}`;
+  const rope = spec.llama3RopeScaling ? ", Llama 3.1 RoPE" : spec.longRope ? `, LongRoPE from ${spec.longRope.originalContextLength}` : "";
+  return `${spec.architecture} ${typeName(spec.type ?? GgmlType.F32)}${rope}`;
 }
 
-export async function crossCheckRandomModel(t: TestContext, llama: Llama, spec: RandomGgufSpec): Promise<void> {
+export async function crossCheckRandomModel(t: TestContext, llama: Llama, spec: RandomGgufSpec, run = RANDOM_RUN): Promise<void> {
   const type = spec.type ?? GgmlType.F32;
   const label = caseLabel(spec);
   await withTempFolder(async (dir) => {
     const path = join(dir, "model.gguf");
     await writeRandomGguf(path, spec);
-    const model = await loadOurs(path, RANDOM_RUN.contextLength);
+    const model = await loadOurs(path, run.contextLength);
     let ours;
     try {
-      ours = await runEngine(model, RANDOM_RUN);
+      ours = await runEngine(model, run);
     } finally {
       await model.close();
     }
     const asStored = await llamaCppReadable(path, join(dir, "renamed.gguf"));
-    const loaded = await compareWithLlama(t, llama, asStored, ours, { ...RANDOM_RUN, tolerance: toleranceFor(type, spec.architecture), label });
+    const loaded = await compareWithLlama(t, llama, asStored, ours, { ...run, tolerance: toleranceFor(type, spec.architecture), label });
     if (!loaded || type === GgmlType.F32) return;
     const dequantized = await writeLlamaCppCopy(path, join(dir, "dequantized.gguf"), { dequantize: true });
     await compareWithLlama(t, llama, dequantized, ours, {
-      ...RANDOM_RUN,
+      ...run,
       tolerance: floatArithmetic(spec.architecture),
       label: `${label} vs llama.cpp on its dequantized F32 copy`,
     });

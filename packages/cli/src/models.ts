@@ -1,3 +1,4 @@
+import { readFile, stat } from "node:fs/promises";
 import { type GenerateOptions, InferenceError, isInferenceError, listBackends, loadModel, type LoadOptions, type TextModel } from "@infer/core";
 import { cacheDir, resolveModel } from "@infer/hub";
 import { registerBackends } from "./backends.js";
@@ -20,6 +21,7 @@ export const SAMPLING_FLAGS: OptionSpecs = {
   "repeat-penalty": { type: "string", value: "x", description: "penalty for recently seen tokens; 1 = off" },
   seed: { type: "string", value: "n", description: "random seed for reproducible sampling" },
   stop: { type: "string", multiple: true, value: "text", description: "stop when this text is generated" },
+  "chat-template": { type: "string", value: "file|text", description: "Jinja chat template to use instead of (or for a model without) its own" },
 };
 
 /** The hub settings of this invocation: its environment's cache, endpoint and token. */
@@ -35,7 +37,14 @@ export function loadOptionsOf(ctx: CommandContext, command: string): LoadOptions
   };
 }
 
-export function generateOptionsOf(ctx: CommandContext, command: string): GenerateOptions {
+/** --chat-template takes a file when one exists at that path, else the template text itself. */
+async function chatTemplateOf(ctx: CommandContext): Promise<string | undefined> {
+  const value = stringFlag(ctx.values, "chat-template");
+  if (value === undefined) return undefined;
+  return (await stat(value).catch(() => undefined))?.isFile() ? readFile(value, "utf8") : value;
+}
+
+export async function generateOptionsOf(ctx: CommandContext, command: string): Promise<GenerateOptions> {
   const stops = listFlag(ctx.values, "stop");
   return {
     maxTokens: numberFlag(ctx.values, "max-tokens", command, true),
@@ -46,6 +55,7 @@ export function generateOptionsOf(ctx: CommandContext, command: string): Generat
     repeatPenalty: numberFlag(ctx.values, "repeat-penalty", command),
     seed: numberFlag(ctx.values, "seed", command, true),
     stopStrings: stops.length ? stops : undefined,
+    chatTemplate: await chatTemplateOf(ctx),
   };
 }
 

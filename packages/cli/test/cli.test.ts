@@ -80,6 +80,15 @@ describe("run", () => {
     assert.deepEqual(FakeModel.last!.prompts, ["<user>Hi<assistant>"]);
   });
 
+  test("--chat-template takes a file or the template text", async () => {
+    await runCli(["run", modelPath, "Hi", "--backend", "fake", "--chat", "--chat-template", "{{ messages[0].content }}"]);
+    assert.equal(FakeModel.last!.options[0]!.chatTemplate, "{{ messages[0].content }}");
+    const file = join(dir, "template.jinja");
+    await writeFile(file, "{% for m in messages %}{{ m.content }}{% endfor %}");
+    await runCli(["chat", modelPath, "--backend", "fake", "--chat-template", file], { stdin: "hi\n" });
+    assert.equal(FakeModel.last!.options[0]!.chatTemplate, "{% for m in messages %}{{ m.content }}{% endfor %}");
+  });
+
   test("--json prints one result with text, finish reason and metrics", async () => {
     const { code, stdout } = await runCli(["run", modelPath, "x", "--backend", "fake", "--json", "-n", "2"]);
     assert.equal(code, 0);

@@ -18,7 +18,7 @@ export const chatCommand: Command = {
     if (!spec) throw usageError("missing <model>", "chat");
     if (extra.length) throw usageError(`unexpected arguments: ${extra.join(" ")}`, "chat");
     const { io } = ctx;
-    const options = generateOptionsOf(ctx, "chat");
+    const options = await generateOptionsOf(ctx, "chat");
     const system = stringFlag(ctx.values, "system");
     const fresh = (): Message[] => (system !== undefined ? [{ role: "system", content: system }] : []);
     const { model } = await openModel(spec, io, loadOptionsOf(ctx, "chat"), ctx.values.verbose === true);

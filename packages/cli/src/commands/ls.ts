@@ -1,4 +1,4 @@
-import { delimiter, join, resolve } from "node:path";
+import { basename, delimiter, join, relative, resolve } from "node:path";
 import { type DiscoveredModel, discoverModels } from "@infer/core/node";
 import { cacheDir, listAliases, refOfCachedPath } from "@infer/hub";
 import { type Command, listFlag } from "../command.js";
@@ -29,7 +29,7 @@ export const lsCommand: Command = {
     }
     for (const dir of dirs) {
       for (const model of await discoverModels(dir)) {
-        if (!rows.some((r) => r.path === model.path)) rows.push({ ...model, name: model.path, source: dir });
+        if (!rows.some((r) => r.path === model.path)) rows.push({ ...model, name: relative(dir, model.path) || basename(model.path), source: dir });
       }
     }
     if (ctx.values.json === true) {

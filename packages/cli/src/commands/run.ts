@@ -24,7 +24,7 @@ export const runCommand: Command = {
     const [spec, promptArg, ...extra] = ctx.positionals;
     if (!spec) throw usageError("missing <model>", "run");
     if (extra.length) throw usageError(`unexpected arguments: ${extra.join(" ")} (quote the prompt)`, "run");
-    const options = generateOptionsOf(ctx, "run");
+    const options = await generateOptionsOf(ctx, "run");
     const system = stringFlag(ctx.values, "system");
     const asChat = ctx.values.chat === true || system !== undefined;
     const { io } = ctx;

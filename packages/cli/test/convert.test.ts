@@ -98,4 +98,20 @@ describe("tinystories-656k", { skip }, () => {
       for (let i = 0; i < 32; i++) assert.ok(Math.abs(decoded[block * 32 + i]! - slice[i]!) <= d * (0.5 + 127 / 2048) + 1e-7, `block ${block}: ${decoded[block * 32 + i]} vs ${slice[i]}, d ${d}`);
     }
   });
+
+  test("Q8_0 and Q4_0 files decode to the same text in llama.cpp and the wasm engine", async (t) => {
+    await registerBackends();
+    if (!["wasm", "llama_cpp"].every((b) => listBackends().includes(b))) return t.skip("needs both the wasm and llama_cpp backends");
+    for (const type of ["q8_0", "q4_0"] as const) {
+      const out = join(dir, `tiny-${type}.gguf`);
+      await convertHfToGguf(folder, out, type);
+      const texts = ["wasm", "llama_cpp"].map((backend) => {
+        const run = spawnSync(process.execPath, [bin, "run", out, "Once upon a time", "-n", "30", "-t", "0", "--threads", "1", "--backend", backend], { encoding: "utf8" });
+        assert.equal(run.status, 0, run.stderr);
+        return run.stdout;
+      });
+      assert.ok(texts[0]!.length > 30, texts[0]);
+      assert.equal(texts[0], texts[1], type);
+    }
+  });
 });

@@ -8,6 +8,7 @@ import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./d
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0, dotDecoded } from "./decode";
 export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
+export { gatedActivation } from "./activation";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;

@@ -4,6 +4,8 @@
  * the plain TypeScript reference kernels and be tested against them.
  */
 
+import type { Activation } from "./ops.js";
+
 /** ggml tensor type ids, as stored in GGUF. */
 export enum GgmlType {
   F32 = 0,
@@ -49,6 +51,11 @@ export interface Kernels {
    * absent, call `matmul` per matrix.
    */
   matmulMany?(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number): void;
+  /**
+   * The gated MLP's middle in one pass: out[b, r] = act(gate[r, :] · x[b, :]) * (up[r, :] · x[b, :]),
+   * out: [batch, rows]. Absent, use `matmul` (or `matmulMany`) and gatedActivation.
+   */
+  matmulGated?(out: Float32Array, gate: WeightMatrix, up: WeightMatrix, x: Float32Array, batch: number, activation: Activation): void;
   /** Causal attention over the KV cache; the engine uses the reference attention when absent. */
   attention?: AttentionKernel;
   /**

@@ -14,6 +14,7 @@
 import { readFile } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
 import type { AttentionKernel, Kernels, WeightMatrix } from "../types.js";
+import type { Activation } from "../ops.js";
 import { SharedArena } from "./arena.js";
 import { AttentionHost } from "./attention-host.js";
 import { KernelContext } from "./context.js";
@@ -102,6 +103,10 @@ class WasmKernels implements Kernels {
 
   matmulMany(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number): void {
     this.matmuls.matmulMany(outs, ws, x, batch);
+  }
+
+  matmulGated(out: Float32Array, gate: WeightMatrix, up: WeightMatrix, x: Float32Array, batch: number, activation: Activation): void {
+    this.matmuls.matmulGated(out, gate, up, x, batch, activation);
   }
 
   readonly attention: AttentionKernel = (out, q, keys, values, params) => this.attentions.attention(out, q, keys, values, params);

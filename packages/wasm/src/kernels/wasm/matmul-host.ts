@@ -7,6 +7,7 @@ import { InferenceError } from "@infer/core";
 import { GgmlType, type WeightMatrix } from "../types.js";
 import { rowBytes, typeName } from "../../formats/ggml-types.js";
 import { referenceMatmul } from "../reference.js";
+import { gatedActivation, type Activation } from "../ops.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
 import { MAX_MATRICES, Op } from "./protocol.js";
@@ -35,6 +36,8 @@ export class MatmulHost {
   private readonly xSums: Scratch;
   private readonly xQuantSums: Scratch;
   private readonly rowDecode: Scratch;
+  private readonly gateStage: Scratch;
+  private readonly upStage: Scratch;
   /** Reused for single-matrix calls, so matmul allocates nothing. */
   private readonly single = { outs: [] as Float32Array[], ws: [] as WeightMatrix[] };
   private readonly args: number[] = [];
@@ -50,6 +53,8 @@ export class MatmulHost {
     this.xSums = ctx.scratch();
     this.xQuantSums = ctx.scratch();
     this.rowDecode = ctx.scratch();
+    this.gateStage = ctx.scratch();
+    this.upStage = ctx.scratch();
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -109,15 +114,47 @@ export class MatmulHost {
     return WASM_TYPES.has(w.type) && (FLOAT_TYPES.has(w.type) || w.cols % ACTIVATION_BLOCK === 0);
   }
 
-  private run(outs: readonly Float32Array[], ws: readonly WeightMatrix[], picked: number[], x: Float32Array, batch: number, cols: number): void {
-    const { arena, exports, pool } = this.ctx;
+  /**
+   * out = act(gate · x) * (up · x), the gated MLP's middle, in one job: each
+   * thread computes its rows of both products and applies the activation.
+   */
+  matmulGated(out: Float32Array, gate: WeightMatrix, up: WeightMatrix, x: Float32Array, batch: number, activation: Activation): void {
+    this.ctx.checkOpen();
+    const cols = gate.cols;
+    const gateBytes = this.check(out, gate, x, batch, cols);
+    const upBytes = this.check(out, up, x, batch, cols);
+    if (gate.rows !== up.rows) throw new InferenceError("INTERNAL", `matmulGated: gate has ${gate.rows} rows, up ${up.rows}`);
+    if (activation !== "silu" && activation !== "gelu_tanh") throw new InferenceError("INTERNAL", `matmulGated: unknown activation ${String(activation)}`);
+    const rows = gate.rows;
+    const count = batch * rows;
+    if (!this.readsNatively(gate) || !this.readsNatively(up)) {
+      const gateOut = new Float32Array(count);
+      const upOut = new Float32Array(count);
+      this.matmulMany([gateOut, upOut], [gate, up], x, batch);
+      gatedActivation(out, gateOut, upOut, count, activation);
+      return;
+    }
+    const args = this.prepare(x, batch, cols, [gate, up], 2);
+    const gateAddress = this.gateStage.ensure(count * 4);
+    const upAddress = this.upStage.ensure(count * 4);
+    args.push(gate.type, gateAddress, this.residentAddress(gate.data, gateBytes), rows);
+    args.push(up.type, upAddress, this.residentAddress(up.data, upBytes), rows);
+    const outAddress = this.ctx.arena.addressOf(out) ?? this.outStage.ensure(count * 4);
+    args.push(outAddress, activation === "silu" ? 0 : 1);
+    this.ctx.pool.run(Op.GATED, args, this.ctx.threadsFor((gateBytes + upBytes) * batch));
+    this.ctx.copyOut(out, outAddress, count);
+  }
+
+  /** Stages x (and quantizes it when a matrix needs that); returns the job's shared arguments for `count` matrices. */
+  private prepare(x: Float32Array, batch: number, cols: number, ws: readonly WeightMatrix[], count: number): number[] {
+    const { exports, pool } = this.ctx;
     const elements = batch * cols;
     const xAddress = this.ctx.floatsIn(x, elements, this.xStage);
     let xq = 0;
     let xd = 0;
     let xs = 0;
     let xb = 0;
-    if (picked.some((i) => !FLOAT_TYPES.has(ws[i]!.type))) {
+    if (ws.some((w) => !FLOAT_TYPES.has(w.type))) {
       const blocks = elements / ACTIVATION_BLOCK;
       xq = this.xQuants.ensure(elements * 2); // int16
       xd = this.xScales.ensure(blocks * 4);
@@ -125,19 +162,29 @@ export class MatmulHost {
       xb = this.xQuantSums.ensure(blocks * 4);
       exports.quantizeActivations(xAddress, batch, cols, xq, xd, xs, xb);
     }
-    // Outputs not already in the arena get consecutive slices of one staging buffer.
-    let staged = 0;
-    for (const i of picked) if (arena.addressOf(outs[i]!) === undefined) staged += batch * ws[i]!.rows;
-    const stage = staged > 0 ? this.outStage.ensure(staged * 4) : 0;
     // With batch > 1 each thread decodes a row at a time into its own slice of this scratch.
     const scratchStride = batch > 1 ? Math.ceil(exports.decodeScratchBytes(cols) / 64) * 64 : 0;
     const scratch = batch > 1 ? this.rowDecode.ensure(scratchStride * pool.threads) : 0;
-
     const args = this.args;
     args.length = 0;
-    args.push(cols, xAddress, xq, xd, xs, xb, batch, scratch, scratchStride, picked.length);
+    args.push(cols, xAddress, xq, xd, xs, xb, batch, scratch, scratchStride, count);
+    return args;
+  }
+
+  private run(outs: readonly Float32Array[], ws: readonly WeightMatrix[], picked: number[], x: Float32Array, batch: number, cols: number): void {
+    const arena = this.ctx.arena;
+    const args = this.prepare(
+      x,
+      batch,
+      cols,
+      picked.map((i) => ws[i]!),
+      picked.length,
+    );
+    // Outputs not already in the arena get consecutive slices of one staging buffer.
+    let staged = 0;
+    for (const i of picked) if (arena.addressOf(outs[i]!) === undefined) staged += batch * ws[i]!.rows;
+    let next = staged > 0 ? this.outStage.ensure(staged * 4) : 0;
     let bytes = 0;
-    let next = stage;
     for (const i of picked) {
       const w = ws[i]!;
       const weightBytes = rowBytes(w.type, cols) * w.rows;
@@ -149,7 +196,7 @@ export class MatmulHost {
       }
       args.push(w.type, outAddress, this.residentAddress(w.data, weightBytes), w.rows);
     }
-    pool.run(Op.MATMUL, args, this.ctx.threadsFor(bytes));
+    this.ctx.pool.run(Op.MATMUL, args, this.ctx.threadsFor(bytes));
     for (let k = 0; k < picked.length; k++) {
       const i = picked[k]!;
       this.ctx.copyOut(outs[i]!, args[11 + 4 * k]! >>> 0, batch * ws[i]!.rows);

@@ -32,6 +32,7 @@ export interface KernelExports {
     rowStart: number,
     rowEnd: number,
   ): void;
+  gatedActivation(out: number, gate: number, up: number, rows: number, batch: number, rowStart: number, rowEnd: number, kind: number): void;
   attention(
     out: number,
     q: number,
@@ -89,6 +90,13 @@ export const Op = {
    * items — items (token x head) split across threads; thread i's scratch at scores + i * scoresStride.
    */
   ATTENTION: 2,
+  /**
+   * The gated MLP's middle. args: as MATMUL with count 2 (gate, then up, each
+   * writing its own [batch, rows] buffer), then out and the activation (0 SiLU,
+   * 1 GELU-tanh). Each thread computes its rows of both and then act(gate) * up
+   * for them into out.
+   */
+  GATED: 3,
 } as const;
 
 const floatScratch = new Float32Array(1);
@@ -131,6 +139,28 @@ export function nextTicket(ticket: number, threads: number): number {
   return ((((ticket >>> 8) + 1) & 0xffffff) << 8) | threads;
 }
 
+/** Rows [from, to) of matrix m of a MATMUL-shaped job, on thread `index`'s decode scratch. */
+function matmulRows(exports: KernelExports, control: Int32Array, index: number, m: number, from: number, to: number): void {
+  const a = Slot.ARGS;
+  const at = a + 10 + 4 * m;
+  exports.matmul(
+    control[at]!,
+    control[at + 1]! >>> 0,
+    control[at + 2]! >>> 0,
+    control[at + 3]!,
+    control[a]!,
+    control[a + 1]! >>> 0,
+    control[a + 2]! >>> 0,
+    control[a + 3]! >>> 0,
+    control[a + 4]! >>> 0,
+    control[a + 5]! >>> 0,
+    control[a + 6]!,
+    (control[a + 7]! >>> 0) + index * control[a + 8]!,
+    from,
+    to,
+  );
+}
+
 /** Runs thread `index`'s share (of `threads`) of the job in the control block. */
 export function runShare(exports: KernelExports, control: Int32Array, index: number, threads: number): void {
   const a = Slot.ARGS;
@@ -140,33 +170,24 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
       let total = 0;
       for (let m = 0; m < count; m++) total += control[a + 13 + 4 * m]!;
       const [start, end] = shareOf(total, index, threads);
-      const scratch = (control[a + 7]! >>> 0) + index * control[a + 8]!;
       let first = 0; // first row of matrix m in the joined rows
       for (let m = 0; m < count && first < end; m++) {
-        const at = a + 10 + 4 * m;
-        const rows = control[at + 3]!;
+        const rows = control[a + 13 + 4 * m]!;
         const from = Math.max(start, first) - first;
         const to = Math.min(end, first + rows) - first;
-        if (from < to) {
-          exports.matmul(
-            control[at]!,
-            control[at + 1]! >>> 0,
-            control[at + 2]! >>> 0,
-            rows,
-            control[a]!,
-            control[a + 1]! >>> 0,
-            control[a + 2]! >>> 0,
-            control[a + 3]! >>> 0,
-            control[a + 4]! >>> 0,
-            control[a + 5]! >>> 0,
-            control[a + 6]!,
-            scratch,
-            from,
-            to,
-          );
-        }
+        if (from < to) matmulRows(exports, control, index, m, from, to);
         first += rows;
       }
+      return;
+    }
+    case Op.GATED: {
+      const rows = control[a + 13]!;
+      const [start, end] = shareOf(rows, index, threads);
+      if (start === end) return;
+      matmulRows(exports, control, index, 0, start, end);
+      matmulRows(exports, control, index, 1, start, end);
+      const out = control[a + 18]! >>> 0;
+      exports.gatedActivation(out, control[a + 11]! >>> 0, control[a + 15]! >>> 0, rows, control[a + 6]!, start, end, control[a + 19]!);
       return;
     }
     case Op.ATTENTION: {

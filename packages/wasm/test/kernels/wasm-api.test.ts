@@ -79,6 +79,17 @@ describe("wasm kernels: memory API", () => {
     }
   });
 
+  it("reads more of a foreign weight array when a later call's shape needs it", () => {
+    const next = random(6);
+    const full = randomMatrix(GgmlType.Q8_0, 6, 64, next);
+    const firstRows = { ...full, rows: 2 };
+    const x = randomActivations(64, next);
+    const out = new Float32Array(6);
+    kernels.matmul(out, firstRows, x, 1);
+    kernels.matmul(out, full, x, 1);
+    assertWithin(out, reference(full, x, 1), errorBounds(full, x, 1, true), "all six rows");
+  });
+
   it("release rejects views that are not its own", () => {
     assertInferenceError(() => kernels.release!(new Uint8Array(16)), "INTERNAL", /allocate/);
   });

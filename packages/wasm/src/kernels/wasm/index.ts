@@ -1,6 +1,6 @@
 /**
  * WebAssembly SIMD128 kernels with a worker pool: `createWasmKernels({ threads })`
- * returns a `Kernels` (matmul, matmulMany, attention) computing on one shared
+ * returns a `Kernels` (matmul, matmulMany, matmulGated, attention) computing on one shared
  * WebAssembly.Memory. kernels.wasm is built from packages/wasm/assembly by
  * `npm run build:wasm -w @infer/wasm` (part of the root `npm run build`).
  *
@@ -13,7 +13,9 @@
  *    Float32Array views on the returned bytes) to have attention read them in
  *    place; an ordinary Float32Array cache works too, its visible positions
  *    copied into staging memory on each call.
- *  - q/k/v and gate/up projections: `matmulMany` prepares the shared input once.
+ *  - q/k/v projections: `matmulMany` prepares the shared input once and splits
+ *    all their rows in one job; gate/up: `matmulGated` also applies SiLU /
+ *    GELU-tanh in the same job.
  *  - `await kernels.dispose()` stops the worker threads (they never keep a
  *    process alive, disposed or not).
  */

@@ -27,7 +27,7 @@ const FLOAT_TYPES: ReadonlySet<GgmlType> = new Set([GgmlType.F32, GgmlType.F16, 
 const ACTIVATION_BLOCK = 32;
 
 export class MatmulHost {
-  private readonly residentWeights = new WeakMap<Uint8Array, number>();
+  private readonly residentWeights = new WeakMap<Uint8Array, { address: number; byteLength: number }>();
   private readonly releaseWhenCollected: FinalizationRegistry<number>;
   private readonly xStage: Scratch;
   private readonly outStage: Scratch;
@@ -205,19 +205,23 @@ export class MatmulHost {
 
   /**
    * The address of the weight bytes in the arena, copying them in on first use
-   * when they live elsewhere (kept while the array is reachable).
+   * when they live elsewhere (kept while the array is reachable; copied again
+   * if a later call reads more of the same array).
    */
   private residentAddress(data: Uint8Array, byteLength: number): number {
     const arena = this.ctx.arena;
     const inPlace = arena.addressOf(data);
     if (inPlace !== undefined) return inPlace;
-    let address = this.residentWeights.get(data);
-    if (address === undefined) {
-      address = arena.allocate(byteLength);
-      arena.heap.set(data.subarray(0, byteLength), address);
-      this.residentWeights.set(data, address);
-      this.releaseWhenCollected.register(data, address);
+    const copy = this.residentWeights.get(data);
+    if (copy && copy.byteLength >= byteLength) return copy.address;
+    if (copy) {
+      this.releaseWhenCollected.unregister(copy);
+      arena.release(copy.address);
     }
-    return address;
+    const fresh = { address: arena.allocate(byteLength), byteLength };
+    arena.heap.set(data.subarray(0, byteLength), fresh.address);
+    this.residentWeights.set(data, fresh);
+    this.releaseWhenCollected.register(data, fresh.address, fresh);
+    return fresh.address;
   }
 }

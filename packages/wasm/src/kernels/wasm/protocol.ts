@@ -1,12 +1,11 @@
 /**
  * How the main thread hands one kernel call to the worker threads: a small
  * control block of int32s inside the shared memory. The main thread writes the
- * job, bumps GENERATION and notifies; every thread (the main one is thread 0)
- * taking part
- * runs its share of the rows; workers count PENDING down and the last one
- * notifies the main thread, which waits for PENDING to reach 0. Atomics give
- * the ordering: writes before an Atomics store are seen by a thread whose
- * Atomics load observes it.
+ * job, bumps GENERATION and notifies; every thread taking part (the main one is
+ * thread 0) runs its share of the rows; workers count PENDING down and the
+ * last one notifies the main thread, which waits for PENDING to reach 0.
+ * Atomics give the ordering: writes before an Atomics store are seen by a
+ * thread whose Atomics load observes it.
  */
 import type { WasmMemory, WasmModule } from "./webassembly.js";
 
@@ -121,7 +120,11 @@ export interface WorkerSetup {
   threadIndex: number;
 }
 
-/** Polls before sleeping: calls come every few microseconds during a forward pass, and waking a sleeper costs more. */
+/**
+ * Polls of the control block before sleeping in Atomics.wait (tens of
+ * microseconds): during a forward pass calls come closer together than that,
+ * and waking a sleeping thread costs more than polling.
+ */
 export const SPIN_LIMIT = 2000;
 
 /** Thread `index` of `threads` runs rows [start, end) of `rows`: contiguous, as even as can be. */

@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { listBackends } from "@infer/core";
 import { registerBackends } from "../src/backends.js";
+import { tinyHub } from "./helpers.js";
 
 // dist/test/ -> the repository root is four levels up; the shared models sit beside it.
 // --threads 1: the machine running tests is shared, and spinning worker threads of a tiny model only slow it down.
@@ -32,6 +35,31 @@ for (const backend of ["wasm", "llama_cpp"]) {
     assert.equal(result.stdout, expected);
   });
 }
+
+test("infer run hf:... pulls from a hub (HF_ENDPOINT) into INFER_CACHE, then runs", { skip, timeout: 120_000 }, async () => {
+  const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8");
+  const hub = await tinyHub("karpathy/tinyllamas", "stories260K.gguf", readFileSync(gguf));
+  const cache = mkdtempSync(join(tmpdir(), "infer-e2e-"));
+  try {
+    const env = { ...process.env, HF_ENDPOINT: hub.url, INFER_CACHE: cache };
+    const args = [bin, "run", "hf:karpathy/tinyllamas:stories260K.gguf", "", "-n", "200", "-t", "0", "--threads", "1"];
+    // Asynchronous spawn: the hub runs in this process and must keep answering.
+    const result = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, args, { env });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+      child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+      child.on("close", (status) => resolve({ status, stdout, stderr }));
+    });
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stdout, expected);
+    assert.match(result.stderr, /stories260K\.gguf \[#+\] 100%/);
+  } finally {
+    hub.server.close();
+    rmSync(cache, { recursive: true, force: true });
+  }
+});
 
 test("infer run --json and infer info on stories260K", { skip, timeout: 120_000 }, () => {
   const run = spawnSync(process.execPath, [bin, "run", gguf, "", "-n", "20", "-t", "0", "--json", "--threads", "1"], { encoding: "utf8" });

@@ -50,7 +50,12 @@ export const serveCommand: Command = {
         maxBatch: numberFlag(ctx.values, "max-batch", "serve", true),
         log: ctx.values.verbose === true ? (line) => io.stderr.write(`${line}\n`) : undefined,
       });
-      const address = await server.listen(port, host);
+      const address = await server.listen(port, host).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "EADDRINUSE" || error.code === "EACCES" || error.code === "EADDRNOTAVAIL") {
+          throw usageError(`cannot listen on ${host}:${port} (${error.code}); pick another --port or --host`, "serve");
+        }
+        throw error;
+      });
       io.stderr.write(`infer: serving ${Object.keys(models).join(", ")} at ${address.url}/v1 (Ctrl-C stops)\n`);
       await new Promise<void>((resolve) => {
         const stop = () => {

@@ -77,3 +77,14 @@ test("infer run --json and infer info on stories260K", { skip, timeout: 120_000 
   assert.match(info.stdout, /^hidden size\s+64$/m);
   assert.match(info.stdout, /^vocabulary\s+512$/m);
 });
+
+test("infer bench --json on stories260K reports real rates", { skip, timeout: 120_000 }, () => {
+  const run = spawnSync(process.execPath, [bin, "bench", gguf, "--json", "--runs", "1", "-n", "16", "--threads", "1"], { encoding: "utf8" });
+  assert.equal(run.status, 0, run.stderr);
+  const report = JSON.parse(run.stdout);
+  assert.equal(report.runs[0].generatedTokens, 16, "EOS is ignored, so every run decodes the asked count");
+  assert.ok(report.runs[0].promptTokens > 10);
+  assert.ok(report.loadMs > 0 && report.timeToFirstTokenMs > 0);
+  assert.ok(report.prefillTokensPerSec > 0 && report.decodeTokensPerSec > 0);
+  assert.ok(report.peakRssBytes > 1 << 20);
+});

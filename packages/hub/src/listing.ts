@@ -40,6 +40,15 @@ export function fileUrl(conn: HubConnection, ref: Pick<HubRef, "repo" | "revisio
 }
 
 async function getJson(conn: HubConnection, url: string, what: string): Promise<unknown> {
+  return (await getJsonPage(conn, url, what)).body;
+}
+
+/** The `rel="next"` target of a Link header (the tree API pages long listings). */
+function nextLink(header: string | null): string | undefined {
+  return /<([^>]+)>\s*;\s*rel="?next"?/.exec(header ?? "")?.[1];
+}
+
+async function getJsonPage(conn: HubConnection, url: string, what: string): Promise<{ body: unknown; next?: string }> {
   let res: Response;
   try {
     res = await (conn.fetch ?? fetch)(url, { headers: { accept: "application/json", ...authHeaders(conn) } });
@@ -61,7 +70,7 @@ async function getJson(conn: HubConnection, url: string, what: string): Promise<
     throw new InferenceError("MODEL_NOT_FOUND", `the hub answered HTTP ${res.status} for ${what}`, { details: { url, status: res.status } });
   }
   try {
-    return await res.json();
+    return { body: await res.json(), next: nextLink(res.headers.get("link")) };
   } catch (error) {
     throw new InferenceError("MODEL_FORMAT", `the hub's answer for ${what} is not JSON`, { cause: error, details: { url } });
   }
@@ -75,9 +84,15 @@ async function getJson(conn: HubConnection, url: string, what: string): Promise<
 export async function listRepoFiles(conn: HubConnection, ref: Pick<HubRef, "repo" | "revision">): Promise<RepoFile[]> {
   const what = `repository ${ref.repo}@${ref.revision}`;
   const treeUrl = `${conn.endpoint}/api/models/${ref.repo}/tree/${encodeURIComponent(ref.revision)}?recursive=true`;
-  let tree: unknown;
+  let tree: unknown[] = [];
   try {
-    tree = await getJson(conn, treeUrl, what);
+    // Follow the pages of long listings; the cap only guards against a hub that links in circles.
+    for (let url: string | undefined = treeUrl, pages = 0; url && pages < 1000; pages++) {
+      const page = await getJsonPage(conn, url, what);
+      if (!Array.isArray(page.body)) throw new InferenceError("MODEL_FORMAT", `the hub's tree of ${what} is not an array`);
+      tree = tree.concat(page.body);
+      url = page.next;
+    }
   } catch (error) {
     if (!(error instanceof InferenceError) || error.details.status !== 404) throw error;
     const info = (await getJson(conn, `${conn.endpoint}/api/models/${ref.repo}/revision/${encodeURIComponent(ref.revision)}`, what).catch(
@@ -86,7 +101,6 @@ export async function listRepoFiles(conn: HubConnection, ref: Pick<HubRef, "repo
     if (!Array.isArray(info?.siblings)) throw new InferenceError("MODEL_FORMAT", `the hub's listing of ${what} has no 'siblings'`);
     return info.siblings.filter((s) => typeof s.rfilename === "string").map((s) => ({ path: s.rfilename as string }));
   }
-  if (!Array.isArray(tree)) throw new InferenceError("MODEL_FORMAT", `the hub's tree of ${what} is not an array`);
   const files: RepoFile[] = [];
   for (const entry of tree as Array<Record<string, unknown>>) {
     if (entry?.type !== "file" || typeof entry.path !== "string") continue;

@@ -134,6 +134,17 @@ describe("pulling from a local hub", () => {
     assert.deepEqual(await readdir(dir), []);
   });
 
+  test("a listing split over several pages is read whole", async () => {
+    hub.pageSize = 1;
+    try {
+      const result = await pull("hf:test/tiny-hf", { endpoint, cacheDir: join(cache, "paged") });
+      assert.deepEqual(result.files.map((f) => f.path).sort(), ["config.json", "model.safetensors", "tokenizer.json"]);
+      assert.equal(hub.requests.filter((r) => r.url.startsWith("/api/models/test/tiny-hf/tree/")).length >= 4, true);
+    } finally {
+      hub.pageSize = 1000;
+    }
+  });
+
   test("unknown repositories and files are MODEL_NOT_FOUND", async () => {
     await assert.rejects(pull("hf:test/none", { endpoint, cacheDir: cache }), (e: unknown) => isInferenceError(e, "MODEL_NOT_FOUND"));
     await assert.rejects(pull("hf:test/tiny-GGUF:Q2_K", { endpoint, cacheDir: cache }), (e: unknown) => isInferenceError(e, "MODEL_NOT_FOUND"));

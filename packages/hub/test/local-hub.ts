@@ -27,6 +27,8 @@ export class LocalHub {
   /** Repository path of a file whose first full transfer is cut off half-way. */
   dropOnce: string | undefined;
   requiredToken: string | undefined;
+  /** Tree entries per page. */
+  pageSize = 1000;
   private server: Server | undefined;
 
   constructor(private readonly repos: Record<string, HubFile[]>) {}
@@ -43,8 +45,13 @@ export class LocalHub {
       if (tree) {
         const files = this.repos[tree[1]!];
         if (!files) return void res.writeHead(404).end("{}");
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify(files.map(describe)));
+        // Pages of `pageSize` entries linked like the real hub's (Link: <...>; rel="next").
+        const start = Number(url.searchParams.get("cursor") ?? 0);
+        const end = start + this.pageSize;
+        const headers: Record<string, string> = { "content-type": "application/json" };
+        if (end < files.length) headers.link = `<http://${req.headers.host}${url.pathname}?recursive=true&cursor=${end}>; rel="next"`;
+        res.writeHead(200, headers);
+        res.end(JSON.stringify(files.slice(start, end).map(describe)));
         return;
       }
       const file = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(url.pathname);

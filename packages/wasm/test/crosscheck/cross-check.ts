@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import type { TestContext } from "node:test";
 import { isTokenizerModel, loadModel, type TextModel } from "@infer/core";
 import type { Llama } from "node-llama-cpp";
-import "../../src/index.js";
+import { loadWasmModel, type Kernels } from "../../src/index.js";
 import { assertGreedyAgrees, assertLogitsClose, type Tolerance } from "./compare.js";
 import { LlamaOracle } from "./llama-oracle.js";
 
@@ -28,7 +28,13 @@ export interface RunOptions {
   contextLength: number;
 }
 
-export async function loadOurs(path: string, contextLength: number): Promise<TextModel> {
+/**
+ * The engine as users get it (loadModel, backend "wasm", its default kernels),
+ * or on the given kernels (the reference kernels compute in float64 from the
+ * dequantized weights, the WebAssembly ones quantize activations for some types).
+ */
+export async function loadOurs(path: string, contextLength: number, kernels?: Kernels): Promise<TextModel> {
+  if (kernels) return loadWasmModel(path, { kernels, contextLength, parallelSlots: 1 });
   return loadModel(path, { backend: "wasm", contextLength, parallelSlots: 1 });
 }
 

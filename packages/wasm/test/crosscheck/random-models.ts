@@ -1,8 +1,10 @@
 /**
  * The random-model cross-check shared by the test files of this folder: write
- * a model with our GGUF writer, run it through the engine once, and compare
- * with llama.cpp on the file as stored and, for encoded matrices, on a copy
- * dequantized to F32 (same weights, float arithmetic: a much tighter match).
+ * a model with our GGUF writer, run it through the engine as users get it and
+ * compare with llama.cpp on the file as stored; for encoded matrices, also run
+ * it on the reference kernels (float arithmetic on the dequantized weights) and
+ * compare with llama.cpp on a copy dequantized to F32: the same weights in
+ * float arithmetic on both sides, a much tighter match.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,10 +12,11 @@ import { join } from "node:path";
 import type { TestContext } from "node:test";
 import type { Llama } from "node-llama-cpp";
 import { GgmlType, typeName } from "../../src/formats/index.js";
+import { referenceKernels, type Kernels } from "../../src/index.js";
 import { writeRandomGguf, type RandomGgufSpec } from "../../src/testing/index.js";
 import { floatArithmetic, toleranceFor } from "./compare.js";
 import { compareWithLlama, loadOurs, runEngine, type RunOptions } from "./cross-check.js";
-import { llamaCppReadable, writeLlamaCppCopy } from "./gguf-copies.js";
+import { writeLlamaCppCopy } from "./gguf-copies.js";
 
 /** Byte-level prompts of 20+ tokens: past Gemma 3's test window of 8, so sliding layers mask. */
 export const RANDOM_RUN: RunOptions = {
@@ -44,21 +47,18 @@ export async function crossCheckRandomModel(t: TestContext, llama: Llama, spec: 
   await withTempFolder(async (dir) => {
     const path = join(dir, "model.gguf");
     await writeRandomGguf(path, spec);
-    const model = await loadOurs(path, run.contextLength);
-    let ours;
-    try {
-      ours = await runEngine(model, run);
-    } finally {
-      await model.close();
-    }
-    const asStored = await llamaCppReadable(path, join(dir, "renamed.gguf"));
-    const loaded = await compareWithLlama(t, llama, asStored, ours, { ...run, tolerance: toleranceFor(type, spec.architecture), label });
+    const engine = async (kernels?: Kernels) => {
+      const model = await loadOurs(path, run.contextLength, kernels);
+      return runEngine(model, run).finally(() => model.close());
+    };
+    const ours = await engine();
+    const loaded = await compareWithLlama(t, llama, path, ours, { ...run, tolerance: toleranceFor(type, spec.architecture), label });
     if (!loaded || type === GgmlType.F32) return;
     const dequantized = await writeLlamaCppCopy(path, join(dir, "dequantized.gguf"), { dequantize: true });
-    await compareWithLlama(t, llama, dequantized, ours, {
+    await compareWithLlama(t, llama, dequantized, await engine(referenceKernels), {
       ...run,
       tolerance: floatArithmetic(spec.architecture),
-      label: `${label} vs llama.cpp on its dequantized F32 copy`,
+      label: `${label}, reference kernels vs llama.cpp on its dequantized F32 copy`,
     });
   });
 }

@@ -1,0 +1,210 @@
+/**
+ * Converts a Hugging Face LlamaForCausalLM folder (F32 safetensors, a
+ * SentencePiece-style BPE tokenizer.json with byte fallback) to GGUF the way
+ * llama.cpp's convert_hf_to_gguf.py does for such a folder without
+ * tokenizer.model:
+ *
+ * - vocabulary through its "llama_hf" path: tokenizer model "llama", pre
+ *   "default", tokens in id order, every score -1000 (that path has no scores
+ *   to give), <0xXX> tokens BYTE, the special tokens (BOS, EOS, UNK, PAD)
+ *   CONTROL, the rest NORMAL; special ids and add_bos/add_eos from
+ *   tokenizer_config.json;
+ * - hyperparameters from config.json under "llama.*";
+ * - q/k rows permuted per head from rotate_half pairs to adjacent pairs
+ *   (llama.cpp's normal RoPE mode), everything else as stored.
+ *
+ * Only what the shared tinystories-656k folder needs: anything else (rope
+ * scaling, biases, another activation, extra tensors) is refused by name
+ * rather than converted wrongly.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { GgufTensorSpec, GgufValueInput, WasmKit } from "./wasm-link.js";
+
+/** GGUF token types (llama.cpp's llama_token_type). */
+const TOKEN_TYPE = { normal: 1, control: 3, byte: 6 } as const;
+/** The score convert_hf_to_gguf.py's LlamaHfVocab gives every token. */
+const HF_VOCAB_SCORE = -1000;
+
+interface LlamaConfig {
+  architectures?: string[];
+  vocab_size: number;
+  hidden_size: number;
+  intermediate_size: number;
+  num_hidden_layers: number;
+  num_attention_heads: number;
+  num_key_value_heads?: number;
+  head_dim?: number;
+  max_position_embeddings: number;
+  rms_norm_eps: number;
+  rope_theta?: number;
+  rope_scaling?: unknown;
+  tie_word_embeddings?: boolean;
+  hidden_act?: string;
+  attention_bias?: boolean;
+  mlp_bias?: boolean;
+}
+
+interface TokenizerJson {
+  added_tokens?: { id: number; content: string }[];
+  decoder?: { type?: string };
+  model: { type: string; byte_fallback?: boolean; vocab: Record<string, number> };
+}
+
+type SpecialName = "bos_token" | "eos_token" | "unk_token" | "pad_token";
+type TokenizerConfig = Partial<Record<SpecialName, string | { content: string } | null>> & {
+  add_bos_token?: boolean;
+  add_eos_token?: boolean;
+};
+
+function refuse(folder: string, what: string): never {
+  throw new Error(`${folder}: cannot convert to GGUF here: ${what}`);
+}
+
+async function readJson<T>(folder: string, name: string): Promise<T> {
+  return JSON.parse(await readFile(join(folder, name), "utf8")) as T;
+}
+
+/** Writes `folder` as a GGUF file at `target`. */
+export async function convertHfLlamaToGguf(kit: WasmKit, folder: string, target: string): Promise<void> {
+  const config = await readJson<LlamaConfig>(folder, "config.json");
+  if (config.architectures?.[0] !== "LlamaForCausalLM") refuse(folder, `architectures ${JSON.stringify(config.architectures)}`);
+  if (config.rope_scaling) refuse(folder, "rope_scaling is set");
+  if (config.attention_bias || config.mlp_bias) refuse(folder, "attention or MLP biases");
+  if ((config.hidden_act ?? "silu") !== "silu") refuse(folder, `hidden_act ${config.hidden_act}`);
+  const metadata: Record<string, GgufValueInput> = {
+    ...(await vocabularyMetadata(kit, folder, config.vocab_size)),
+    ...hyperparameters(kit, config),
+  };
+  const tensors = await tensorSpecs(kit, folder, config);
+  await kit.writeGgufFile(target, { metadata, tensors });
+}
+
+function hyperparameters(kit: WasmKit, config: LlamaConfig): Record<string, GgufValueInput> {
+  const u32 = (value: number) => ({ type: kit.GgufValueType.UINT32, value });
+  const f32 = (value: number) => ({ type: kit.GgufValueType.FLOAT32, value });
+  return {
+    "general.architecture": "llama",
+    "general.name": "converted Hugging Face llama",
+    "llama.vocab_size": u32(config.vocab_size),
+    "llama.context_length": u32(config.max_position_embeddings),
+    "llama.embedding_length": u32(config.hidden_size),
+    "llama.block_count": u32(config.num_hidden_layers),
+    "llama.feed_forward_length": u32(config.intermediate_size),
+    "llama.attention.head_count": u32(config.num_attention_heads),
+    "llama.attention.head_count_kv": u32(config.num_key_value_heads ?? config.num_attention_heads),
+    "llama.attention.layer_norm_rms_epsilon": f32(config.rms_norm_eps),
+    "llama.rope.freq_base": f32(config.rope_theta ?? 10000),
+    "llama.rope.dimension_count": u32(headDim(config)),
+  };
+}
+
+function headDim(config: LlamaConfig): number {
+  return config.head_dim ?? config.hidden_size / config.num_attention_heads;
+}
+
+async function vocabularyMetadata(kit: WasmKit, folder: string, vocabSize: number): Promise<Record<string, GgufValueInput>> {
+  const tokenizer = await readJson<TokenizerJson>(folder, "tokenizer.json");
+  const tokenizerConfig = await readJson<TokenizerConfig>(folder, "tokenizer_config.json");
+  // convert_hf_to_gguf.py takes the llama_hf path only for this kind of tokenizer.json.
+  if (tokenizer.model.type !== "BPE" || !tokenizer.model.byte_fallback || tokenizer.decoder?.type !== "Sequence") {
+    refuse(folder, "tokenizer.json is not a BPE tokenizer with byte fallback and a Sequence decoder");
+  }
+  const tokens = new Array<string | undefined>(vocabSize);
+  const place = (content: string, id: number) => {
+    if (!Number.isInteger(id) || id < 0 || id >= vocabSize) refuse(folder, `token ${JSON.stringify(content)} has id ${id}, outside the vocabulary`);
+    tokens[id] = content;
+  };
+  for (const [content, id] of Object.entries(tokenizer.model.vocab)) place(content, id);
+  for (const added of tokenizer.added_tokens ?? []) place(added.content, added.id);
+  const idOf = new Map<string, number>();
+  tokens.forEach((content, id) => {
+    if (content === undefined) refuse(folder, `no token has id ${id}`);
+    idOf.set(content, id);
+  });
+
+  const special = new Map<SpecialName, number>();
+  for (const name of ["bos_token", "eos_token", "unk_token", "pad_token"] as const) {
+    const entry = tokenizerConfig[name];
+    if (entry === undefined || entry === null) continue;
+    const content = typeof entry === "string" ? entry : entry.content;
+    const id = idOf.get(content);
+    if (id === undefined) refuse(folder, `tokenizer_config.json ${name} ${JSON.stringify(content)} is not in the vocabulary`);
+    special.set(name, id);
+  }
+  const controlIds = new Set(special.values());
+  const tokenTypes = Int32Array.from(tokens, (content, id) =>
+    /^<0x[0-9A-Fa-f]{2}>$/.test(content!) ? TOKEN_TYPE.byte : controlIds.has(id) ? TOKEN_TYPE.control : TOKEN_TYPE.normal,
+  );
+
+  const u32 = (value: number) => ({ type: kit.GgufValueType.UINT32, value });
+  const metadata: Record<string, GgufValueInput> = {
+    "tokenizer.ggml.model": "llama",
+    "tokenizer.ggml.pre": "default",
+    "tokenizer.ggml.tokens": tokens as string[],
+    "tokenizer.ggml.scores": new Float32Array(vocabSize).fill(HF_VOCAB_SCORE),
+    "tokenizer.ggml.token_type": tokenTypes,
+  };
+  const keys: Record<SpecialName, string> = {
+    bos_token: "tokenizer.ggml.bos_token_id",
+    eos_token: "tokenizer.ggml.eos_token_id",
+    unk_token: "tokenizer.ggml.unknown_token_id",
+    pad_token: "tokenizer.ggml.padding_token_id",
+  };
+  for (const [name, id] of special) metadata[keys[name]] = u32(id);
+  if (tokenizerConfig.add_bos_token !== undefined) metadata["tokenizer.ggml.add_bos_token"] = tokenizerConfig.add_bos_token;
+  if (tokenizerConfig.add_eos_token !== undefined) metadata["tokenizer.ggml.add_eos_token"] = tokenizerConfig.add_eos_token;
+  return metadata;
+}
+
+/** HF names below model.layers.N. and their GGUF names below blk.N. */
+const LAYER_TENSORS: Record<string, string> = {
+  "input_layernorm.weight": "attn_norm.weight",
+  "self_attn.q_proj.weight": "attn_q.weight",
+  "self_attn.k_proj.weight": "attn_k.weight",
+  "self_attn.v_proj.weight": "attn_v.weight",
+  "self_attn.o_proj.weight": "attn_output.weight",
+  "post_attention_layernorm.weight": "ffn_norm.weight",
+  "mlp.gate_proj.weight": "ffn_gate.weight",
+  "mlp.up_proj.weight": "ffn_up.weight",
+  "mlp.down_proj.weight": "ffn_down.weight",
+};
+
+async function tensorSpecs(kit: WasmKit, folder: string, config: LlamaConfig): Promise<GgufTensorSpec[]> {
+  const { tensors, metadata } = await kit.readSafetensorsModel(folder);
+  // A tied checkpoint may store the shared matrix under one name only and record the
+  // other as an alias in __metadata__ (this one keeps lm_head.weight, aliasing
+  // model.embed_tokens.weight to it).
+  const stored = (name: string) => tensors.get(name) ?? tensors.get(metadata[name] ?? "");
+  const tied = config.tie_word_embeddings ?? false;
+  const headSize = headDim(config);
+  const specs: GgufTensorSpec[] = [];
+  const used = new Set<string>();
+  const add = (hfName: string, ggufName: string, transform?: (data: Float32Array) => Float32Array) => {
+    const tensor = stored(hfName);
+    if (!tensor) refuse(folder, `tensor ${hfName} is missing`);
+    if (tensor.dtype !== "F32") refuse(folder, `tensor ${hfName} is ${tensor.dtype}, not F32`);
+    used.add(tensor.name);
+    const values = kit.toFloat32(tensor);
+    specs.push({ name: ggufName, shape: [...tensor.shape].reverse(), type: kit.GgmlType.F32, data: transform ? transform(values) : values });
+  };
+
+  add("model.embed_tokens.weight", "token_embd.weight");
+  for (let layer = 0; layer < config.num_hidden_layers; layer++) {
+    for (const [hfPart, ggufPart] of Object.entries(LAYER_TENSORS)) {
+      const transform =
+        hfPart === "self_attn.q_proj.weight"
+          ? (data: Float32Array) => kit.permuteForNormalRope(data, config.num_attention_heads, headSize)
+          : hfPart === "self_attn.k_proj.weight"
+            ? (data: Float32Array) => kit.permuteForNormalRope(data, config.num_key_value_heads ?? config.num_attention_heads, headSize)
+            : undefined;
+      add(`model.layers.${layer}.${hfPart}`, `blk.${layer}.${ggufPart}`, transform);
+    }
+  }
+  add("model.norm.weight", "output_norm.weight");
+  // Tied: llama.cpp reuses token_embd.weight as the output projection when output.weight is absent.
+  if (!tied) add("lm_head.weight", "output.weight");
+  const leftOver = [...tensors.keys()].filter((name) => !used.has(name) && !name.endsWith("rotary_emb.inv_freq"));
+  if (leftOver.length > 0) refuse(folder, `tensors it does not know how to convert: ${leftOver.join(", ")}`);
+  return specs;
+}

@@ -152,8 +152,11 @@ export abstract class BaseTextModel implements TextModel {
     if (this.closed) throw closedError();
   }
 
-  /** Runs `work` alone on this model with a signal that fires on abort or close. */
-  private async exclusive<T>(work: (signal: AbortSignal) => Promise<T>, userSignal?: AbortSignal): Promise<T> {
+  /**
+   * Runs `work` alone on this model with a signal that fires on abort or close;
+   * backends run their own extra calls (inspection, embeddings) through it too.
+   */
+  protected async exclusive<T>(work: (signal: AbortSignal) => Promise<T>, userSignal?: AbortSignal): Promise<T> {
     this.lastError = undefined;
     const release = await this.acquire();
     const signal = this.callSignal(userSignal);

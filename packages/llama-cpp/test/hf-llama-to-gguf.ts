@@ -19,6 +19,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { InferenceError } from "@infer/core";
 import type { GgufTensorSpec, GgufValueInput, WasmKit } from "./wasm-link.js";
 
 /** GGUF token types (llama.cpp's llama_token_type). */
@@ -57,12 +58,32 @@ type TokenizerConfig = Partial<Record<SpecialName, string | { content: string } 
   add_eos_token?: boolean;
 };
 
-function refuse(folder: string, what: string): never {
-  throw new Error(`${folder}: cannot convert to GGUF here: ${what}`);
+/** Something this converter does not handle (UNSUPPORTED) or a file that contradicts itself (MODEL_FORMAT). */
+function refuse(folder: string, what: string, code: "UNSUPPORTED" | "MODEL_FORMAT" = "UNSUPPORTED"): never {
+  throw new InferenceError(code, `${folder}: cannot convert to GGUF: ${what}`, { details: { file: folder } });
 }
 
 async function readJson<T>(folder: string, name: string): Promise<T> {
-  return JSON.parse(await readFile(join(folder, name), "utf8")) as T;
+  const path = join(folder, name);
+  try {
+    return JSON.parse(await readFile(path, "utf8")) as T;
+  } catch (error) {
+    throw new InferenceError("MODEL_FORMAT", `${path}: not readable JSON (${(error as Error).message})`, { cause: error, details: { file: path } });
+  }
+}
+
+/** The config's sizes, checked before anything is sized or permuted by them. */
+function checkDimensions(folder: string, config: LlamaConfig): void {
+  const positive = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings"] as const;
+  for (const key of positive) {
+    if (!Number.isSafeInteger(config[key]) || config[key] <= 0) refuse(folder, `config.json ${key} is ${config[key]}, not a positive integer`, "MODEL_FORMAT");
+  }
+  const kvHeads = config.num_key_value_heads ?? config.num_attention_heads;
+  if (!Number.isSafeInteger(kvHeads) || kvHeads <= 0 || config.num_attention_heads % kvHeads !== 0) {
+    refuse(folder, `config.json num_key_value_heads ${kvHeads} does not divide num_attention_heads`, "MODEL_FORMAT");
+  }
+  const size = headDim(config);
+  if (!Number.isSafeInteger(size) || size <= 0 || size % 2 !== 0) refuse(folder, `head size ${size} is not a positive even integer`, "MODEL_FORMAT");
 }
 
 /** Writes `folder` as a GGUF file at `target`. */
@@ -72,6 +93,7 @@ export async function convertHfLlamaToGguf(kit: WasmKit, folder: string, target:
   if (config.rope_scaling) refuse(folder, "rope_scaling is set");
   if (config.attention_bias || config.mlp_bias) refuse(folder, "attention or MLP biases");
   if ((config.hidden_act ?? "silu") !== "silu") refuse(folder, `hidden_act ${config.hidden_act}`);
+  checkDimensions(folder, config);
   const metadata: Record<string, GgufValueInput> = {
     ...(await vocabularyMetadata(kit, folder, config.vocab_size)),
     ...hyperparameters(kit, config),
@@ -110,18 +132,19 @@ async function vocabularyMetadata(kit: WasmKit, folder: string, vocabSize: numbe
   if (tokenizer.model.type !== "BPE" || !tokenizer.model.byte_fallback || tokenizer.decoder?.type !== "Sequence") {
     refuse(folder, "tokenizer.json is not a BPE tokenizer with byte fallback and a Sequence decoder");
   }
-  const tokens = new Array<string | undefined>(vocabSize);
-  const place = (content: string, id: number) => {
-    if (!Number.isInteger(id) || id < 0 || id >= vocabSize) refuse(folder, `token ${JSON.stringify(content)} has id ${id}, outside the vocabulary`);
-    tokens[id] = content;
-  };
-  for (const [content, id] of Object.entries(tokenizer.model.vocab)) place(content, id);
-  for (const added of tokenizer.added_tokens ?? []) place(added.content, added.id);
+  // Sized by the entries the file holds: ids must number them 0..n-1, and n must be config.json's vocab_size.
+  const byId = new Map<number, string>();
+  for (const [content, id] of Object.entries(tokenizer.model.vocab)) byId.set(id, content);
+  for (const added of tokenizer.added_tokens ?? []) byId.set(added.id, added.content);
+  if (byId.size !== vocabSize) refuse(folder, `tokenizer.json has ${byId.size} tokens, config.json vocab_size is ${vocabSize}`, "MODEL_FORMAT");
+  const tokens: string[] = [];
   const idOf = new Map<string, number>();
-  tokens.forEach((content, id) => {
-    if (content === undefined) refuse(folder, `no token has id ${id}`);
+  for (let id = 0; id < vocabSize; id++) {
+    const content = byId.get(id);
+    if (content === undefined) refuse(folder, `tokenizer.json has no token with id ${id}`, "MODEL_FORMAT");
+    tokens.push(content);
     idOf.set(content, id);
-  });
+  }
 
   const special = new Map<SpecialName, number>();
   for (const name of ["bos_token", "eos_token", "unk_token", "pad_token"] as const) {
@@ -129,19 +152,19 @@ async function vocabularyMetadata(kit: WasmKit, folder: string, vocabSize: numbe
     if (entry === undefined || entry === null) continue;
     const content = typeof entry === "string" ? entry : entry.content;
     const id = idOf.get(content);
-    if (id === undefined) refuse(folder, `tokenizer_config.json ${name} ${JSON.stringify(content)} is not in the vocabulary`);
+    if (id === undefined) refuse(folder, `tokenizer_config.json ${name} ${JSON.stringify(content)} is not in the vocabulary`, "MODEL_FORMAT");
     special.set(name, id);
   }
   const controlIds = new Set(special.values());
   const tokenTypes = Int32Array.from(tokens, (content, id) =>
-    /^<0x[0-9A-Fa-f]{2}>$/.test(content!) ? TOKEN_TYPE.byte : controlIds.has(id) ? TOKEN_TYPE.control : TOKEN_TYPE.normal,
+    /^<0x[0-9A-Fa-f]{2}>$/.test(content) ? TOKEN_TYPE.byte : controlIds.has(id) ? TOKEN_TYPE.control : TOKEN_TYPE.normal,
   );
 
   const u32 = (value: number) => ({ type: kit.GgufValueType.UINT32, value });
   const metadata: Record<string, GgufValueInput> = {
     "tokenizer.ggml.model": "llama",
     "tokenizer.ggml.pre": "default",
-    "tokenizer.ggml.tokens": tokens as string[],
+    "tokenizer.ggml.tokens": tokens,
     "tokenizer.ggml.scores": new Float32Array(vocabSize).fill(HF_VOCAB_SCORE),
     "tokenizer.ggml.token_type": tokenTypes,
   };
@@ -180,25 +203,33 @@ async function tensorSpecs(kit: WasmKit, folder: string, config: LlamaConfig): P
   const headSize = headDim(config);
   const specs: GgufTensorSpec[] = [];
   const used = new Set<string>();
-  const add = (hfName: string, ggufName: string, transform?: (data: Float32Array) => Float32Array) => {
+  /** rotaryHeads: for q/k, the heads whose rows are permuted to llama.cpp's adjacent RoPE pairs. */
+  const add = (hfName: string, ggufName: string, rotaryHeads?: number) => {
     const tensor = stored(hfName);
-    if (!tensor) refuse(folder, `tensor ${hfName} is missing`);
+    if (!tensor) refuse(folder, `tensor ${hfName} is missing`, "MODEL_FORMAT");
     if (tensor.dtype !== "F32") refuse(folder, `tensor ${hfName} is ${tensor.dtype}, not F32`);
     used.add(tensor.name);
-    const values = kit.toFloat32(tensor);
-    specs.push({ name: ggufName, shape: [...tensor.shape].reverse(), type: kit.GgmlType.F32, data: transform ? transform(values) : values });
+    let values = kit.toFloat32(tensor);
+    if (rotaryHeads !== undefined) {
+      // [heads * headSize, hidden]: the permutation works per head, so the rows must be exactly that.
+      if (tensor.shape.length !== 2 || tensor.shape[0] !== rotaryHeads * headSize) {
+        refuse(folder, `tensor ${hfName} has shape [${tensor.shape}], not [${rotaryHeads * headSize}, hidden]`, "MODEL_FORMAT");
+      }
+      values = kit.permuteForNormalRope(values, rotaryHeads, headSize);
+    }
+    specs.push({ name: ggufName, shape: [...tensor.shape].reverse(), type: kit.GgmlType.F32, data: values });
   };
 
   add("model.embed_tokens.weight", "token_embd.weight");
   for (let layer = 0; layer < config.num_hidden_layers; layer++) {
     for (const [hfPart, ggufPart] of Object.entries(LAYER_TENSORS)) {
-      const transform =
+      const rotaryHeads =
         hfPart === "self_attn.q_proj.weight"
-          ? (data: Float32Array) => kit.permuteForNormalRope(data, config.num_attention_heads, headSize)
+          ? config.num_attention_heads
           : hfPart === "self_attn.k_proj.weight"
-            ? (data: Float32Array) => kit.permuteForNormalRope(data, config.num_key_value_heads ?? config.num_attention_heads, headSize)
+            ? (config.num_key_value_heads ?? config.num_attention_heads)
             : undefined;
-      add(`model.layers.${layer}.${hfPart}`, `blk.${layer}.${ggufPart}`, transform);
+      add(`model.layers.${layer}.${hfPart}`, `blk.${layer}.${ggufPart}`, rotaryHeads);
     }
   }
   add("model.norm.weight", "output_norm.weight");

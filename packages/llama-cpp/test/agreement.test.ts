@@ -52,9 +52,10 @@ const WASM_LOAD = { backend: "wasm", threads: 1, contextLength: CONTEXT, paralle
  * <= 2.5e-3 of the spread, and <= 3.6e-3 on Gemma 3, whose GELU ggml also
  * reads from an F16 table. At this level the test catches gross
  * disagreements (layouts, tokenization, a missing or misplaced operation);
- * subtle ones (a 1% RoPE base change or a 10x RMS epsilon moved stories260K's
- * logits by only ~1.5e-3 of the spread) are for packages/wasm's crosscheck,
- * which drives llama.cpp with flash attention off at a 1e-5 tolerance.
+ * subtle ones are not (stories260K with a 1% RoPE base change or a 10x RMS
+ * epsilon on the llama_cpp side measured 1.2e-3 to 2.1e-3 of the spread, no
+ * more than flash attention's own noise): those are for packages/wasm's
+ * crosscheck, which drives llama.cpp with flash attention off at 1e-5.
  */
 const RELATIVE_TOLERANCE = 0.01;
 

@@ -1,5 +1,6 @@
 /** The KV cache: keys and values of every layer for a fixed number of sequence slots. */
 import { InferenceError } from "@infer/core";
+import type { ScratchMemory } from "./scratch.js";
 
 /** The config fields the cache's shape depends on. */
 export interface KVCacheShape {
@@ -18,7 +19,11 @@ export class KVCache {
   readonly kvDim: number;
   private readonly lengths: Int32Array; // [numSeqs]
 
-  constructor(config: KVCacheShape, numSeqs: number, contextLength: number) {
+  /**
+   * `memory`: where keys and values live; with kernels that offer `allocate`
+   * (the WebAssembly kernels), their attention reads the cache in place.
+   */
+  constructor(config: KVCacheShape, numSeqs: number, contextLength: number, private readonly memory: ScratchMemory = {}) {
     for (const [name, value] of [
       ["numSeqs", numSeqs],
       ["contextLength", contextLength],
@@ -37,14 +42,29 @@ export class KVCache {
         `a KV cache of ${numSeqs} sequences x ${contextLength} positions is too large for one layer's buffer`,
       );
     }
-    this.keys = Array.from({ length: config.numLayers }, () => new Float32Array(perLayer));
-    this.values = Array.from({ length: config.numLayers }, () => new Float32Array(perLayer));
+    const layerBuffer = (): Float32Array => {
+      if (!memory.allocate) return new Float32Array(perLayer);
+      const bytes = memory.allocate(perLayer * 4, 64);
+      return new Float32Array(bytes.buffer, bytes.byteOffset, perLayer);
+    };
+    this.keys = Array.from({ length: config.numLayers }, layerBuffer);
+    this.values = Array.from({ length: config.numLayers }, layerBuffer);
     this.lengths = new Int32Array(numSeqs);
   }
 
   /** Bytes held by keys and values. */
   get bytes(): number {
     return this.keys.length * 2 * this.numSeqs * this.contextLength * this.kvDim * 4;
+  }
+
+  /** Hands keys and values back to the kernels' memory; the cache is unusable afterwards. */
+  dispose(): void {
+    if (!this.memory.release) return;
+    for (const buffer of [...this.keys, ...this.values]) {
+      this.memory.release(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength));
+    }
+    this.keys.length = 0;
+    this.values.length = 0;
   }
 
   /** Positions of `seq` currently cached. */

@@ -1,11 +1,13 @@
 /**
  * Steps every architecture's blocks are built from: projections, norms, and
- * self-attention through the KV cache. Each returns a fresh [tokens, dim] buffer.
+ * self-attention through the KV cache. Each returns a new [tokens, dim] buffer
+ * from the forward's scratch memory (valid until the forward call returns).
  */
 import type { AttentionKernel, Kernels, WeightMatrix } from "../kernels/types.js";
 import { addBias, applyRope, gatedActivation, rmsNorm, rmsNormHeads, type Activation } from "../kernels/ops.js";
 import type { KVCache } from "./cache.js";
 import type { ModelConfig } from "./config.js";
+import type { ForwardScratch } from "./scratch.js";
 
 /** What one forward call's layers share. */
 export interface ForwardContext {
@@ -19,20 +21,44 @@ export interface ForwardContext {
   positions: Int32Array;
   /** [tokens] */
   seqIds: Int32Array;
+  /** Where this forward's intermediate buffers come from. */
+  scratch: ForwardScratch;
 }
 
 /** x [tokens, w.cols] → [tokens, w.rows] (+ bias [w.rows]). */
 export function linear(ctx: ForwardContext, w: WeightMatrix, x: Float32Array, bias?: Float32Array): Float32Array {
-  const out = new Float32Array(ctx.tokens * w.rows);
+  const out = ctx.scratch.floats(ctx.tokens * w.rows);
   ctx.kernels.matmul(out, w, x, ctx.tokens);
   if (bias) addBias(out, bias, ctx.tokens);
   return out;
 }
 
+/**
+ * Projections sharing one input, x [tokens, cols] → [tokens, ws[i].rows] each
+ * (+ biases[i]): one kernel call when the kernels offer matmulMany, so the
+ * input is prepared once and the threads are woken once.
+ */
+export function projections(
+  ctx: ForwardContext,
+  ws: readonly WeightMatrix[],
+  x: Float32Array,
+  biases: readonly (Float32Array | undefined)[] = [],
+): Float32Array[] {
+  const outs = ws.map((w) => ctx.scratch.floats(ctx.tokens * w.rows));
+  matmulMany(ctx, outs, ws, x);
+  biases.forEach((bias, i) => bias && addBias(outs[i]!, bias, ctx.tokens));
+  return outs;
+}
+
+function matmulMany(ctx: ForwardContext, outs: Float32Array[], ws: readonly WeightMatrix[], x: Float32Array): void {
+  if (ctx.kernels.matmulMany) ctx.kernels.matmulMany(outs, ws, x, ctx.tokens);
+  else ws.forEach((w, i) => ctx.kernels.matmul(outs[i]!, w, x, ctx.tokens));
+}
+
 /** RMSNorm of each row of x [tokens, dim] with weight [dim], into a new buffer. */
 export function norm(ctx: ForwardContext, x: Float32Array, weight: Float32Array): Float32Array {
   const dim = weight.length;
-  const out = new Float32Array(ctx.tokens * dim);
+  const out = ctx.scratch.floats(ctx.tokens * dim);
   rmsNorm(out, x, weight, ctx.tokens, dim, ctx.config.rmsEps, ctx.config.normUnitOffset);
   return out;
 }
@@ -44,7 +70,7 @@ export function normHeads(ctx: ForwardContext, x: Float32Array, weight: Float32A
 
 /** Copies rows [tokens, total] columns [start, start + width) into a new [tokens, width] buffer. */
 export function columns(ctx: ForwardContext, x: Float32Array, total: number, start: number, width: number): Float32Array {
-  const out = new Float32Array(ctx.tokens * width);
+  const out = ctx.scratch.floats(ctx.tokens * width);
   for (let t = 0; t < ctx.tokens; t++) out.set(x.subarray(t * total + start, t * total + start + width), t * width);
   return out;
 }
@@ -85,7 +111,7 @@ export function selfAttention(
     keys.set(k.subarray(t * kvDim, (t + 1) * kvDim), at);
     values.set(v.subarray(t * kvDim, (t + 1) * kvDim), at);
   }
-  const out = new Float32Array(ctx.tokens * numHeads * headDim);
+  const out = ctx.scratch.floats(ctx.tokens * numHeads * headDim);
   ctx.attention(out, q, keys, values, {
     tokens: ctx.tokens,
     numHeads,
@@ -110,8 +136,14 @@ export function gatedMlp(
   down: WeightMatrix,
   activation: Activation,
 ): Float32Array {
-  const g = linear(ctx, gate, x);
-  const u = linear(ctx, up, x);
-  gatedActivation(g, g, u, g.length, activation);
+  const g = ctx.scratch.floats(ctx.tokens * gate.rows); // [tokens, ffn]
+  if (ctx.kernels.matmulGated) {
+    // Gate, up and the activation in one kernel call: one thread wake-up, no second pass over g.
+    ctx.kernels.matmulGated(g, gate, up, x, ctx.tokens, activation);
+  } else {
+    const u = ctx.scratch.floats(ctx.tokens * up.rows); // [tokens, ffn]
+    matmulMany(ctx, [g, u], [gate, up], x);
+    gatedActivation(g, g, u, g.length, activation);
+  }
   return linear(ctx, down, g);
 }

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { InferenceError } from "@infer/core";
 import { GgmlType } from "../kernels/types.js";
 import { readSafetensorsModel } from "../formats/safetensors.js";
+import type { FileBufferAllocator } from "../formats/read-file.js";
 import { UNSUPPORTED_TYPE, type StoredTensor } from "./weights.js";
 
 export interface HfFolder {
@@ -11,7 +12,8 @@ export interface HfFolder {
   tensors: Map<string, StoredTensor>;
 }
 
-export async function openHfFolder(folder: string): Promise<HfFolder> {
+/** `allocate`: where the safetensors files are read to (see readWholeFile). */
+export async function openHfFolder(folder: string, allocate?: FileBufferAllocator): Promise<HfFolder> {
   const configFile = join(folder, "config.json");
   let text: string;
   try {
@@ -31,7 +33,7 @@ export async function openHfFolder(folder: string): Promise<HfFolder> {
   if (!config || typeof config !== "object" || Array.isArray(config)) {
     throw new InferenceError("MODEL_FORMAT", `${configFile}: expected a JSON object`, { details: { file: configFile } });
   }
-  const model = await readSafetensorsModel(folder);
+  const model = await readSafetensorsModel(folder, allocate);
   const tensors = new Map<string, StoredTensor>();
   for (const [name, tensor] of model.tensors) {
     const type = FLOAT_DTYPES[tensor.dtype];

@@ -3,18 +3,22 @@ import { stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { InferenceError } from "@infer/core";
 import { GgmlType, type Kernels } from "../kernels/types.js";
-import { readGguf, type GgufFile } from "../formats/gguf.js";
+import { parseGguf, type GgufFile } from "../formats/gguf.js";
+import { readWholeFile, type FileBufferAllocator } from "../formats/read-file.js";
 import { GgufValueType } from "../formats/gguf-values.js";
 import { typeInfo } from "../formats/ggml-types.js";
 import { findArchitecture } from "../arch/registry.js";
 import type { LoadedModel } from "../arch/types.js";
 import { ConfigReader, type ModelConfig } from "./config.js";
-import { WeightSource, type StoredTensor } from "./weights.js";
+import { WeightSource, type StoredTensor, type WeightOptions } from "./weights.js";
 import { Transformer } from "./transformer.js";
 import { openHfFolder, type HfFolder } from "./load-hf.js";
 
 export interface LoadOptions {
+  /** Kernels the forward pass runs on; default the reference kernels. */
   kernels?: Kernels;
+  /** Re-encode floating-point weight matrices (F32, F16, BF16) in this type once, at load. */
+  quantize?: GgmlType;
 }
 
 export type LoadedMetadata =
@@ -34,8 +38,15 @@ export interface LoadedTransformer {
 /** Loads a .gguf file, or a folder (or a file in it) with config.json and *.safetensors. */
 export async function loadTransformer(path: string, options: LoadOptions = {}): Promise<LoadedTransformer> {
   const kind = await detectFormat(path);
-  if (kind.format === "gguf") return loadGguf(path, options);
-  return loadHf(kind.folder, options);
+  // Kernel memory taken for this model, handed back if loading fails part-way.
+  const held: Uint8Array[] = [];
+  try {
+    if (kind.format === "gguf") return await loadGguf(path, options, held);
+    return await loadHf(kind.folder, options, held);
+  } catch (error) {
+    for (const view of held) options.kernels?.release?.(view);
+    throw error;
+  }
 }
 
 async function detectFormat(path: string): Promise<{ format: "gguf" } | { format: "safetensors"; folder: string }> {
@@ -50,8 +61,38 @@ async function detectFormat(path: string): Promise<{ format: "gguf" } | { format
   return { format: "gguf" };
 }
 
-async function loadGguf(path: string, options: LoadOptions): Promise<LoadedTransformer> {
-  const gguf = await readGguf(path);
+/**
+ * Where model files are read to. Kernels with their own memory get the file
+ * bytes there, so every tensor view already lives where matmul reads it (one
+ * copy of the weights in all). When weights are re-encoded at load the file is
+ * only a source: it goes to ordinary memory, collected after loading.
+ */
+function fileMemory(options: LoadOptions, held: Uint8Array[]): FileBufferAllocator | undefined {
+  const kernels = options.kernels;
+  if (options.quantize !== undefined || !kernels?.allocate) return undefined;
+  return (byteLength) => {
+    const view = kernels.allocate!(byteLength, 64);
+    held.push(view);
+    return view;
+  };
+}
+
+function weightOptions(options: LoadOptions, held: Uint8Array[]): WeightOptions {
+  const kernels = options.kernels;
+  return {
+    quantize: options.quantize,
+    allocate: kernels?.allocate
+      ? (byteLength) => {
+          const view = kernels.allocate!(byteLength, 64);
+          held.push(view);
+          return view;
+        }
+      : undefined,
+  };
+}
+
+async function loadGguf(path: string, options: LoadOptions, held: Uint8Array[]): Promise<LoadedTransformer> {
+  const gguf = parseGguf(await readWholeFile(path, "GGUF", fileMemory(options, held)), path);
   const archValue = gguf.metadata.get("general.architecture");
   const archName = archValue?.type === GgufValueType.STRING ? archValue.value : "";
   const architecture = findArchitecture("gguf", archName ? [archName] : [], path);
@@ -64,22 +105,28 @@ async function loadGguf(path: string, options: LoadOptions): Promise<LoadedTrans
   const reader = ConfigReader.fromGguf(path, gguf.metadata, archName, ggufPlainValue);
   reader.vocabFallback = tensors.get("token_embd.weight")?.shape[0];
   const config = architecture.readConfig(reader);
-  const source = new WeightSource(path, "gguf", tensors);
+  const source = new WeightSource(path, "gguf", tensors, undefined, weightOptions(options, held));
   const model = architecture.load(source, config);
-  return finish(config, model, source, options, { format: "gguf", gguf });
+  return finish(config, model, source, options, { format: "gguf", gguf }, held);
 }
 
-async function loadHf(folder: string, options: LoadOptions): Promise<LoadedTransformer> {
-  const hf: HfFolder = await openHfFolder(folder);
+async function loadHf(folder: string, options: LoadOptions, held: Uint8Array[]): Promise<LoadedTransformer> {
+  const hf: HfFolder = await openHfFolder(folder, fileMemory(options, held));
   const configFile = join(folder, "config.json");
   const names = [hf.config.model_type, ...(Array.isArray(hf.config.architectures) ? hf.config.architectures : [])]
     .filter((name): name is string => typeof name === "string");
   const architecture = findArchitecture("safetensors", names, configFile);
   const config = architecture.readConfig(ConfigReader.fromHf(configFile, hf.config));
   const wrapped = multimodalNames(hf.tensors);
-  const source = new WeightSource(folder, "safetensors", hf.tensors, (name) => wrapped(architecture.hfTensorName(name)));
+  const source = new WeightSource(
+    folder,
+    "safetensors",
+    hf.tensors,
+    (name) => wrapped(architecture.hfTensorName(name)),
+    weightOptions(options, held),
+  );
   const model = architecture.load(source, config);
-  return finish(config, model, source, options, { format: "safetensors", folder, config: hf.config });
+  return finish(config, model, source, options, { format: "safetensors", folder, config: hf.config }, held);
 }
 
 /**
@@ -102,8 +149,9 @@ function finish(
   source: WeightSource,
   options: LoadOptions,
   metadata: LoadedMetadata,
+  held: Uint8Array[],
 ): LoadedTransformer {
-  const transformer = new Transformer(config, model, source.weightBytes, source.parameterCount, options.kernels);
+  const transformer = new Transformer(config, model, source.weightBytes, source.parameterCount, options.kernels, held);
   const dominant = dominantType(source.matrixElementsByType);
   return {
     transformer,

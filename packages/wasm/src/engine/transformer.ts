@@ -10,6 +10,7 @@ import type { LoadedModel } from "../arch/types.js";
 import { KVCache } from "./cache.js";
 import type { ModelConfig } from "./config.js";
 import type { ForwardContext } from "./layers.js";
+import { ForwardScratch } from "./scratch.js";
 
 export type { ModelConfig } from "./config.js";
 export { KVCache } from "./cache.js";
@@ -29,6 +30,8 @@ export interface ForwardBatch {
 export class Transformer {
   readonly kernels: Kernels;
   private readonly attention: AttentionKernel;
+  /** Intermediate buffers of a forward call, reused by the next (in the kernels' memory when they have one). */
+  private readonly scratch: ForwardScratch;
 
   constructor(
     readonly config: ModelConfig,
@@ -37,14 +40,17 @@ export class Transformer {
     readonly weightBytes: number,
     readonly parameterCount: number,
     kernels: Kernels = referenceKernels,
+    /** Views of the kernels' memory holding this model's weights (its file bytes), handed back by `releaseMemory`. */
+    private readonly heldMemory: Uint8Array[] = [],
   ) {
     this.kernels = kernels;
     this.attention = kernels.attention ?? referenceAttention;
+    this.scratch = new ForwardScratch(kernels);
   }
 
-  /** A KV cache shaped for this model. */
+  /** A KV cache shaped for this model, in the kernels' memory when they have one (attention reads it in place). */
   createCache(numSeqs: number, contextLength: number): KVCache {
-    return new KVCache(this.config, numSeqs, contextLength);
+    return new KVCache(this.config, numSeqs, contextLength, this.kernels);
   }
 
   /**
@@ -58,7 +64,8 @@ export class Transformer {
     const newLengths = this.validate(batch, cache);
     const { hiddenSize, vocabSize } = this.config;
     const n = batch.tokens.length;
-    const x = new Float32Array(n * hiddenSize); // [n, hidden]
+    this.scratch.begin();
+    const x = this.scratch.floats(n * hiddenSize); // [n, hidden]
     embeddingLookup(x, this.model.embedding, batch.tokens, this.config.embeddingScale);
     const ctx: ForwardContext = {
       kernels: this.kernels,
@@ -68,12 +75,13 @@ export class Transformer {
       tokens: n,
       positions: batch.positions,
       seqIds: batch.seqIds,
+      scratch: this.scratch,
     };
     this.model.runLayers(ctx, x);
     for (const [seq, length] of newLengths) cache.setLength(seq, length);
 
     const m = batch.logitRows.length;
-    const selected = new Float32Array(m * hiddenSize); // [m, hidden]
+    const selected = this.scratch.floats(m * hiddenSize); // [m, hidden]
     for (let i = 0; i < m; i++) {
       const row = batch.logitRows[i]!;
       selected.set(x.subarray(row * hiddenSize, (row + 1) * hiddenSize), i * hiddenSize);
@@ -88,7 +96,17 @@ export class Transformer {
 
   /** Frees what the kernels hold (workers, WebAssembly memory). */
   async dispose(): Promise<void> {
+    this.releaseMemory();
     await this.kernels.dispose?.();
+  }
+
+  /**
+   * Hands this model's weights and scratch back to kernels it shares with
+   * others (which stay usable); the Transformer cannot run afterwards.
+   */
+  releaseMemory(): void {
+    this.scratch.dispose();
+    for (const view of this.heldMemory.splice(0)) this.kernels.release?.(view);
   }
 
   /** Checks the batch against the model and cache; returns each sequence's cached length after it. */

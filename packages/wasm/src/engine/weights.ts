@@ -6,7 +6,8 @@
 import { InferenceError } from "@infer/core";
 import { GgmlType, type WeightMatrix } from "../kernels/types.js";
 import { dequantizeMatrixRow } from "../kernels/dequant.js";
-import { rowBytes, typeName } from "../formats/ggml-types.js";
+import { dequantizeRow, rowBytes, typeInfo, typeName } from "../formats/ggml-types.js";
+import { quantize } from "../formats/ggml-quantize.js";
 import type { ModelFileFormat } from "./config.js";
 
 /** One stored tensor: row-major shape (outermost first, so [rows, cols] for a matrix). */
@@ -22,9 +23,23 @@ export interface StoredTensor {
 /** Marks a stored tensor whose encoding has no GgmlType; using it as a weight fails with UNSUPPORTED_DTYPE. */
 export const UNSUPPORTED_TYPE = -1 as GgmlType;
 
+/** How matrices are prepared at load. */
+export interface WeightOptions {
+  /** Floating-point (F32, F16, BF16) matrices are re-encoded in this type once, at load. */
+  quantize?: GgmlType;
+  /** Where re-encoded matrices are placed (the kernels' memory, so matmul reads them in place). */
+  allocate?(byteLength: number, align?: number): Uint8Array;
+}
+
+const FLOAT_TYPES: ReadonlySet<GgmlType> = new Set([GgmlType.F32, GgmlType.F16, GgmlType.BF16]);
+/** Rows dequantized per step when re-encoding a matrix (bounds the float32 staging to a few MB). */
+const QUANTIZE_ROWS_PER_STEP = 256;
+
 export class WeightSource {
   /** Bytes and element counts of the tensors handed out, each stored tensor counted once. */
   private readonly used = new Map<StoredTensor, { bytes: number; elements: number }>();
+  /** Matrices re-encoded at load, by stored tensor (a tied matrix is re-encoded once). */
+  private readonly requantized = new Map<StoredTensor, WeightMatrix>();
 
   constructor(
     /** The file (or folder) the tensors come from, named in errors. */
@@ -33,6 +48,7 @@ export class WeightSource {
     private readonly tensors: Map<string, StoredTensor>,
     /** Maps a GGUF-style name to this source's name (identity for GGUF). */
     private readonly storedName: (name: string) => string = (name) => name,
+    private readonly options: WeightOptions = {},
   ) {}
 
   /** The name this source stores `name` under, for messages. */
@@ -47,6 +63,10 @@ export class WeightSource {
   /** A [rows, cols] matrix kept in its stored encoding (F32 re-aligned when needed). */
   matrix(name: string, rows: number, cols: number): WeightMatrix {
     const tensor = this.get(name, [rows, cols]);
+    const target = this.options.quantize;
+    if (target !== undefined && target !== tensor.type && FLOAT_TYPES.has(tensor.type) && cols % typeInfo(target).blockSize === 0) {
+      return this.requantize(tensor, rows, cols, target);
+    }
     let data = tensor.data;
     if (tensor.type === GgmlType.F32 && data.byteOffset % 4 !== 0) data = data.slice();
     return { type: tensor.type, rows, cols, data };
@@ -61,6 +81,29 @@ export class WeightSource {
     const out = new Float32Array(length);
     dequantizeMatrixRow({ type: tensor.type, rows: 1, cols: length, data: tensor.data }, 0, out);
     return out;
+  }
+
+  /** The float matrix re-encoded in `target`, row block by row block (no full float32 copy). */
+  private requantize(tensor: StoredTensor, rows: number, cols: number, target: GgmlType): WeightMatrix {
+    const done = this.requantized.get(tensor);
+    if (done) return done;
+    const targetRowBytes = rowBytes(target, cols);
+    const sourceRowBytes = rowBytes(tensor.type, cols);
+    const data = this.options.allocate ? this.options.allocate(rows * targetRowBytes) : new Uint8Array(rows * targetRowBytes);
+    const step = Math.min(rows, QUANTIZE_ROWS_PER_STEP);
+    const floats = new Float32Array(step * cols); // [step, cols]
+    for (let row = 0; row < rows; row += step) {
+      const count = Math.min(step, rows - row);
+      dequantizeRow(tensor.type, tensor.data, row * sourceRowBytes, count * cols, floats, 0);
+      data.set(quantize(target, count === step ? floats : floats.subarray(0, count * cols)), row * targetRowBytes);
+    }
+    const matrix: WeightMatrix = { type: target, rows, cols, data };
+    this.requantized.set(tensor, matrix);
+    // Account the weight as it is now held: its new bytes and type.
+    this.used.set(tensor, { bytes: rows * targetRowBytes, elements: rows * cols });
+    this.elementsByType.set(tensor.type, (this.elementsByType.get(tensor.type) ?? 0) - rows * cols);
+    this.elementsByType.set(target, (this.elementsByType.get(target) ?? 0) + rows * cols);
+    return matrix;
   }
 
   optionalMatrix(name: string, rows: number, cols: number): WeightMatrix | undefined {

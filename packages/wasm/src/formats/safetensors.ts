@@ -9,7 +9,7 @@ import { access } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
 import { InferenceError, isInferenceError } from "@infer/core";
 import { bf16ToF32, f16Table65536 } from "./half.js";
-import { readWholeFile } from "./read-file.js";
+import { readWholeFile, type FileBufferAllocator } from "./read-file.js";
 
 /** The dtypes the format defines (fixed-size ones; sub-byte formats are not read). */
 export type SafetensorsDtype =
@@ -182,15 +182,15 @@ function readEntry(
   return { dtype: dtype as SafetensorsDtype, shape: shape as number[], begin, end };
 }
 
-export async function readSafetensors(path: string): Promise<SafetensorsFile> {
-  return parseSafetensors(await readWholeFile(path, "safetensors"), path);
+export async function readSafetensors(path: string, allocate?: FileBufferAllocator): Promise<SafetensorsFile> {
+  return parseSafetensors(await readWholeFile(path, "safetensors", allocate), path);
 }
 
 /**
  * Reads a Hugging Face model folder's weights: `model.safetensors.index.json`
  * with its shards when present, else `model.safetensors`.
  */
-export async function readSafetensorsModel(folder: string): Promise<SafetensorsModel> {
+export async function readSafetensorsModel(folder: string, allocate?: FileBufferAllocator): Promise<SafetensorsModel> {
   const indexPath = join(folder, "model.safetensors.index.json");
   if (!(await exists(indexPath))) {
     const single = join(folder, "model.safetensors");
@@ -199,7 +199,7 @@ export async function readSafetensorsModel(folder: string): Promise<SafetensorsM
         details: { file: folder },
       });
     }
-    const file = await readSafetensors(single);
+    const file = await readSafetensors(single, allocate);
     return { tensors: file.tensors, metadata: file.metadata, files: [single] };
   }
   const { weightMap, metadata } = await readIndex(indexPath);
@@ -210,7 +210,7 @@ export async function readSafetensorsModel(folder: string): Promise<SafetensorsM
     const path = join(folder, shard);
     let file: SafetensorsFile;
     try {
-      file = await readSafetensors(path);
+      file = await readSafetensors(path, allocate);
     } catch (error) {
       if (!isInferenceError(error, "MODEL_NOT_FOUND")) throw error;
       throw new InferenceError("MODEL_FORMAT", `${indexPath}: weight_map names shard "${shard}", which is missing`, {

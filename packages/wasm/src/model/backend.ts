@@ -3,7 +3,8 @@ import { type Backend, InferenceError, type LoadOptions, ProbeBus, type TextMode
 import { detectFormat } from "@infer/core/node";
 import { loadTransformer, type LoadedTransformer } from "../engine/transformer.js";
 import { referenceKernels } from "../kernels/reference.js";
-import type { Kernels } from "../kernels/types.js";
+import { GgmlType, type Kernels } from "../kernels/types.js";
+import { createWasmKernels } from "../kernels/wasm/index.js";
 import { tokenizerFromGgufMetadata } from "../tokenizer/gguf-vocab.js";
 import { loadHfTokenizer } from "../tokenizer/load.js";
 import { WasmModel } from "./wasm-model.js";
@@ -16,9 +17,33 @@ const KV_MEMORY_SHARE = 1 / 8;
 const KV_DEFAULT_CAP_BYTES = 4 * 2 ** 30;
 
 export interface WasmLoadOptions extends LoadOptions {
-  /** Kernels to run on (tests pass the reference kernels or a configured WASM pool). */
+  /**
+   * Kernels to run on (tests pass the reference kernels or a configured WASM
+   * pool); the caller keeps ownership and disposes them. Default: WebAssembly
+   * SIMD kernels on `threads` threads, owned by the model, or the plain
+   * TypeScript reference kernels when the environment sets
+   * INFER_WASM_KERNELS=reference.
+   */
   kernels?: Kernels;
 }
+
+/** Environment variable choosing the kernels: "wasm" (default) or "reference". */
+export const KERNELS_ENV = "INFER_WASM_KERNELS";
+
+/** LoadOptions.quantize names (as core validates them) to ggml types. */
+const QUANTIZE_TYPES: Readonly<Record<string, GgmlType>> = {
+  f32: GgmlType.F32,
+  f16: GgmlType.F16,
+  bf16: GgmlType.BF16,
+  q8_0: GgmlType.Q8_0,
+  q4_0: GgmlType.Q4_0,
+  q4_1: GgmlType.Q4_1,
+  q5_0: GgmlType.Q5_0,
+  q5_1: GgmlType.Q5_1,
+  q4_k: GgmlType.Q4_K,
+  q5_k: GgmlType.Q5_K,
+  q6_k: GgmlType.Q6_K,
+};
 
 export const wasmBackend: Backend = {
   name: "wasm",
@@ -30,6 +55,7 @@ export const wasmBackend: Backend = {
     tokenizer: "supported",
     "chat.template": "supported",
     "probe.logits": "supported",
+    "probe.attention": "supported",
     "lora.inference": "planned",
     "lora.training": "planned",
   },
@@ -44,10 +70,45 @@ export const wasmBackend: Backend = {
 
 /** Loads a GGUF file or a Hugging Face folder on our engine. */
 export async function loadWasmModel(path: string, options: WasmLoadOptions = {}): Promise<TextModel> {
-  const { kernels, ...loadOptions } = options;
+  const { kernels: given, ...loadOptions } = options;
   validateLoadOptions(loadOptions);
   rejectUnsupported(loadOptions);
-  const loaded = await loadTransformer(path, { kernels: kernels ?? referenceKernels });
+  const quantize = loadOptions.quantize === undefined ? undefined : QUANTIZE_TYPES[loadOptions.quantize.toLowerCase()];
+  if (loadOptions.quantize !== undefined && quantize === undefined) {
+    throw new InferenceError("UNSUPPORTED", `backend wasm cannot quantize to ${loadOptions.quantize}`, {
+      details: { option: "quantize", value: loadOptions.quantize },
+    });
+  }
+  const kernels = given ?? (await defaultKernels(loadOptions.threads));
+  const ownsKernels = given === undefined;
+  let loaded: LoadedTransformer;
+  try {
+    loaded = await loadTransformer(path, { kernels, quantize });
+  } catch (error) {
+    if (ownsKernels) await kernels.dispose?.();
+    throw error;
+  }
+  try {
+    return await assemble(path, loaded, loadOptions, ownsKernels);
+  } catch (error) {
+    await (ownsKernels ? loaded.transformer.dispose() : loaded.transformer.releaseMemory());
+    throw error;
+  }
+}
+
+/** The kernels a model gets when the caller names none. */
+async function defaultKernels(threads: number | undefined): Promise<Kernels> {
+  const choice = process.env[KERNELS_ENV]?.trim().toLowerCase() || "wasm";
+  if (choice === "reference") return referenceKernels;
+  if (choice !== "wasm") {
+    throw new InferenceError("INVALID_OPTION", `${KERNELS_ENV}=${choice}: expected "wasm" or "reference"`, {
+      details: { env: KERNELS_ENV, value: choice },
+    });
+  }
+  return createWasmKernels({ threads });
+}
+
+async function assemble(path: string, loaded: LoadedTransformer, loadOptions: LoadOptions, ownsKernels: boolean): Promise<TextModel> {
   // A GGUF's vocabulary comes from the metadata already parsed: the file is read once.
   const tokenizer =
     loaded.metadata.format === "gguf"
@@ -80,9 +141,10 @@ export async function loadWasmModel(path: string, options: WasmLoadOptions = {})
       format: loaded.format,
       parameters: loaded.transformer.parameterCount,
     },
+    // Kernels the model made are its own to stop; a caller's are only handed their memory back.
     dispose: async () => {
-      if (kernels === undefined) return;
-      await kernels.dispose?.();
+      if (ownsKernels) await loaded.transformer.dispose();
+      else loaded.transformer.releaseMemory();
     },
   });
 }
@@ -131,10 +193,11 @@ function rejectUnsupported(options: LoadOptions): void {
       details: { option: "draftModel" },
     });
   }
-  for (const option of ["quantize", "kvType"] as const) {
-    if (options[option] !== undefined) {
-      throw new InferenceError("UNSUPPORTED", `backend wasm does not support ${option} yet`, { details: { option } });
-    }
+  // The cache holds float32 keys and values; other element types are not implemented yet.
+  if (options.kvType !== undefined && options.kvType.toLowerCase() !== "f32") {
+    throw new InferenceError("UNSUPPORTED", `backend wasm keeps its KV cache in f32; kvType ${options.kvType} is not supported yet`, {
+      details: { option: "kvType", value: options.kvType },
+    });
   }
   if (options.gpuLayers !== undefined && options.gpuLayers > 0) {
     throw new InferenceError("UNSUPPORTED", "backend wasm runs on the CPU only; gpuLayers must be 0 or -1", {

@@ -1,4 +1,6 @@
 import {
+  type AttentionInspector,
+  type AttentionSnapshot,
   BaseTextModel,
   type BatchResult,
   type CapabilityId,
@@ -36,11 +38,12 @@ export interface WasmModelParts {
 }
 
 /** A model running on our own engine. */
-export class WasmModel extends BaseTextModel implements TokenizerModel {
+export class WasmModel extends BaseTextModel implements TokenizerModel, AttentionInspector {
   readonly backend = "wasm";
   readonly modelType: string;
   readonly capabilities: Partial<Record<CapabilityId, CapabilityStatus>> = {
     "probe.logits": "supported",
+    "probe.attention": "supported",
     grammar: "unsupported",
     speculative: "unsupported",
     "lora.inference": "planned",
@@ -75,6 +78,48 @@ export class WasmModel extends BaseTextModel implements TokenizerModel {
       addGenerationPrompt: options?.addGenerationPrompt ?? true,
       chatTemplate: options?.chatTemplate,
     });
+  }
+
+  /**
+   * Prefills `prompt` and returns the keys it left in the KV cache (after
+   * RoPE), per layer and KV head. Queries are not kept by the engine.
+   */
+  inspectAttention(prompt: string, options?: { signal?: AbortSignal }): Promise<AttentionSnapshot> {
+    return this.exclusive(async (signal) => {
+      if (typeof prompt !== "string") throw new InferenceError("INVALID_OPTION", "prompt must be a string");
+      const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
+      const greedy: ResolvedGenerateOptions = {
+        ...DEFAULT_GENERATE_OPTIONS,
+        temperature: 0,
+        maxTokens: 1,
+        stopTokens: [],
+        stopStrings: [],
+      };
+      const seq = scheduler.start(0, this.request(this.promptIds({ text: prompt, chat: false }), greedy, 0));
+      while (seq.inPrompt) scheduler.step([seq], signal);
+      const { numLayers, numKVHeads, headDim } = this.parts.transformer.config;
+      const seqLen = seq.request.promptIds.length;
+      const kvDim = numKVHeads * headDim;
+      const slotBase = 0; // slot 0 starts the cache's rows
+      const keys = this.cache.keys.map((layer) =>
+        Array.from({ length: numKVHeads }, (_, head) => {
+          const out = new Float32Array(seqLen * headDim); // [seqLen, headDim]
+          for (let p = 0; p < seqLen; p++) {
+            const from = (slotBase + p) * kvDim + head * headDim;
+            out.set(layer.subarray(from, from + headDim), p * headDim);
+          }
+          return out;
+        }),
+      );
+      return {
+        numLayers,
+        numKVHeads,
+        numQueryHeads: this.parts.transformer.config.numHeads,
+        seqLen,
+        headDim,
+        keys,
+      };
+    }, options?.signal);
   }
 
   protected renderChat(messages: Message[], options: ResolvedGenerateOptions): string {
@@ -220,6 +265,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel {
   protected async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    this.cache.dispose();
     await this.parts.dispose();
   }
 

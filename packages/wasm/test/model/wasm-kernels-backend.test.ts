@@ -1,0 +1,83 @@
+/**
+ * Backend "wasm" on its default WebAssembly SIMD kernels: the published greedy
+ * output of stories260K reproduced exactly at 1 and 2 threads, the kernel
+ * choice through INFER_WASM_KERNELS, and the memory a model hands back when it
+ * shares a caller's kernels.
+ */
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { after, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { isInferenceError, loadModel } from "@infer/core";
+import "@infer/core/node";
+import "../../src/index.js";
+import { createWasmKernels } from "../../src/kernels/wasm/index.js";
+import { KERNELS_ENV, loadWasmModel } from "../../src/model/backend.js";
+
+const shared = fileURLToPath(new URL("../../../../../../shared/models/", import.meta.url));
+const skip = existsSync(shared) ? undefined : `shared models not found at ${shared} (a clone outside this workplace has none)`;
+const storiesGguf = `${shared}stories260K/stories260K.gguf`;
+const expected = skip ? "" : readFileSync(`${shared}stories260K/expected-greedy-200.txt`, "utf8").replace(/\n$/, "");
+
+const savedEnv = process.env[KERNELS_ENV];
+after(() => {
+  if (savedEnv === undefined) delete process.env[KERNELS_ENV];
+  else process.env[KERNELS_ENV] = savedEnv;
+});
+
+for (const threads of [1, 2]) {
+  test(`stories260K on the WASM kernels at ${threads} thread(s): llama2.c's published 200 greedy tokens`, { skip }, async () => {
+    delete process.env[KERNELS_ENV];
+    await using model = await loadModel(storiesGguf, { backend: "wasm", threads });
+    const result = await model.generateText("", { maxTokens: 200, temperature: 0 });
+    assert.equal(result.tokens.length, 200);
+    assert.equal(result.text, expected);
+  });
+}
+
+test(`${KERNELS_ENV}=reference runs the TypeScript kernels, with the same output`, { skip }, async () => {
+  process.env[KERNELS_ENV] = "reference";
+  try {
+    await using model = await loadModel(storiesGguf, { backend: "wasm" });
+    const result = await model.generateText("", { maxTokens: 60, temperature: 0 });
+    assert.equal(result.text, expected.slice(0, result.text.length));
+    assert.ok(result.text.length > 100, "60 tokens of text");
+  } finally {
+    delete process.env[KERNELS_ENV];
+  }
+});
+
+test(`an unknown ${KERNELS_ENV} value is INVALID_OPTION naming the variable`, { skip }, async () => {
+  process.env[KERNELS_ENV] = "cuda";
+  try {
+    await assert.rejects(loadModel(storiesGguf, { backend: "wasm" }), (error: unknown) => {
+      assert.ok(isInferenceError(error, "INVALID_OPTION"), String(error));
+      assert.match((error as Error).message, new RegExp(KERNELS_ENV));
+      return true;
+    });
+  } finally {
+    delete process.env[KERNELS_ENV];
+  }
+});
+
+test("models sharing a caller's kernels give their memory back on close, and the kernels stay usable", { skip }, async () => {
+  const kernels = await createWasmKernels({ threads: 2 });
+  try {
+    const first = await loadWasmModel(storiesGguf, { kernels, contextLength: 256, parallelSlots: 1 });
+    const text = (await first.generateText("", { maxTokens: 40, temperature: 0 })).text;
+    assert.equal(text, expected.slice(0, text.length));
+    await first.close();
+    // The file bytes, KV cache and scratch of the first model are free again: a second
+    // model of the same size reuses them (the probe allocation lands below the old top).
+    const probeBefore = kernels.allocate!(64);
+    kernels.release!(probeBefore);
+    const second = await loadWasmModel(storiesGguf, { kernels, contextLength: 256, parallelSlots: 1 });
+    assert.equal((await second.generateText("", { maxTokens: 40, temperature: 0 })).text, text);
+    await second.close();
+    const probeAfter = kernels.allocate!(64);
+    assert.equal(probeAfter.byteOffset, probeBefore.byteOffset, "the second model's memory was handed back as well");
+    kernels.release!(probeAfter);
+  } finally {
+    await kernels.dispose?.();
+  }
+});

@@ -1,0 +1,209 @@
+#!/usr/bin/env node
+// End-to-end speed of backend "wasm" against llama.cpp (node-llama-cpp directly,
+// CPU only) on the same GGUF files, side by side in one run. Not a test.
+//
+//   npm run bench -- [model.gguf|folder ...] [--json] [--threads N[,M]] [--runs N]
+//                    [--models smollm2,qwen25,llama32] [--types q8_0,q4_0,f16] [--no-llama]
+//
+// With no model argument it benchmarks random-weight models in real shapes
+// (bench-models.mjs), written once into .cache/bench-models. Each figure is the
+// median of --runs fresh processes (default 3), engines interleaved so a busy
+// spell of the machine hits them alike: load time, time to first token (128-token
+// prompt), prefill tokens/s at 128 and 512 prompt tokens, decode tokens/s over
+// 128 new tokens (greedy, EOS ignored) and peak RSS. Build first (`npm run build`).
+import { spawn } from "node:child_process";
+import { clearTimeout, setTimeout } from "node:timers";
+import { cpus, loadavg } from "node:os";
+import { stat } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { BENCH_SHAPES, BENCH_TYPES, benchModel } from "./bench-models.mjs";
+import { physicalCoreCount } from "../dist/src/kernels/wasm/cores.js";
+
+const root = fileURLToPath(new URL("../../../", import.meta.url));
+const measureScript = fileURLToPath(new URL("./measure.mjs", import.meta.url));
+
+function parseArguments(argv) {
+  const options = {
+    json: false,
+    runs: 3,
+    threads: [physicalCoreCount()],
+    models: Object.keys(BENCH_SHAPES),
+    types: Object.keys(BENCH_TYPES),
+    llama: true,
+    paths: [],
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) throw new Error(`${arg} needs a value`);
+      return argv[++i];
+    };
+    const list = () => value().split(",").map((item) => item.trim()).filter(Boolean);
+    if (arg === "--json") options.json = true;
+    else if (arg === "--no-llama") options.llama = false;
+    else if (arg === "--runs") options.runs = positive(arg, value());
+    else if (arg === "--threads") options.threads = list().map((item) => positive(arg, item));
+    else if (arg === "--models") options.models = list();
+    else if (arg === "--types") options.types = list();
+    else if (arg.startsWith("--")) throw new Error(`unknown option ${arg}`);
+    else options.paths.push(arg);
+  }
+  for (const model of options.models) if (!BENCH_SHAPES[model]) throw new Error(`unknown --models entry ${model}`);
+  for (const type of options.types) if (BENCH_TYPES[type] === undefined) throw new Error(`unknown --types entry ${type}`);
+  return options;
+}
+
+function positive(name, text) {
+  const number = Number(text);
+  if (!Number.isInteger(number) || number < 1) throw new Error(`${name} must be a positive integer, got ${text}`);
+  return number;
+}
+
+/** Runs measure.mjs in a fresh process; its one JSON line, or an error record. */
+function measure(engine, path, threads) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [measureScript, engine, path, String(threads)], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (chunk) => (out += chunk));
+    child.stderr.on("data", (chunk) => (err += chunk));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 15 * 60 * 1000);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      const line = out.trim().split("\n").pop();
+      try {
+        if (code !== 0) throw new Error(`exit ${code}`);
+        resolve(JSON.parse(line));
+      } catch {
+        resolve({ error: `${engine} at ${threads} thread(s) failed (${code}): ${err.trim().split("\n").slice(-3).join(" | ")}` });
+      }
+    });
+  });
+}
+
+const median = (values) => {
+  const sorted = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  if (sorted.length === 0) return NaN;
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+
+/** Per-field medians of successful runs. */
+function summarize(runs) {
+  const ok = runs.filter((run) => !run.error);
+  if (ok.length === 0) return { error: runs[0]?.error ?? "no runs" };
+  const pick = (get) => median(ok.map(get));
+  return {
+    engine: ok[0].engine,
+    threads: ok[0].threads,
+    runs: ok.length,
+    loadMs: pick((r) => r.loadMs),
+    ttftMs: pick((r) => r.ttftMs),
+    prefill128: pick((r) => r.prefill[128].tokensPerSec),
+    prefill512: pick((r) => r.prefill[512].tokensPerSec),
+    decode: pick((r) => r.decode.tokensPerSec),
+    peakRssBytes: pick((r) => r.peakRssBytes),
+    modelBytes: ok[0].modelBytes,
+  };
+}
+
+async function benchOne(label, path, options) {
+  const { size } = await stat(path);
+  const jobs = [];
+  for (const threads of options.threads) jobs.push(["ours", threads]);
+  if (options.llama) jobs.push(["llama", 1], ["llama", 2]);
+  const runs = new Map(jobs.map((job) => [job.join(":"), []]));
+  const loadBefore = loadavg()[0];
+  for (let run = 0; run < options.runs; run++) {
+    for (const [engine, threads] of jobs) {
+      const result = await measure(engine, path, threads);
+      runs.get(`${engine}:${threads}`).push(result);
+      if (!options.json) process.stderr.write(result.error ? `  ${result.error}\n` : ".");
+    }
+  }
+  if (!options.json) process.stderr.write("\n");
+  const engines = jobs.map(([engine, threads]) => summarize(runs.get(`${engine}:${threads}`)));
+  return { model: label, path, fileBytes: size, loadAverage: [loadBefore, loadavg()[0]], engines, ratios: ratios(engines) };
+}
+
+/** Ours against llama.cpp: decode vs its best thread setting, prefill vs 2 threads, TTFT and load vs its best. */
+function ratios(engines) {
+  const ours = engines.filter((e) => !e.error && e.engine.startsWith("ours"));
+  const llama = engines.filter((e) => !e.error && e.engine.startsWith("llama"));
+  if (ours.length === 0 || llama.length === 0) return undefined;
+  const best = (list, key, lower = false) => list.reduce((a, b) => ((lower ? b[key] < a[key] : b[key] > a[key]) ? b : a));
+  const us = best(ours, "decode");
+  const llama2 = llama.find((e) => e.threads === 2) ?? best(llama, "prefill512");
+  return {
+    decodeVsBest: us.decode / best(llama, "decode").decode,
+    prefill512VsTwoThreads: best(ours, "prefill512").prefill512 / llama2.prefill512,
+    prefill128VsTwoThreads: best(ours, "prefill128").prefill128 / llama2.prefill128,
+    ttftVsBest: best(ours, "ttftMs", true).ttftMs / best(llama, "ttftMs", true).ttftMs,
+    loadVsBest: best(ours, "loadMs", true).loadMs / best(llama, "loadMs", true).loadMs,
+    peakRssVsModel: us.peakRssBytes / us.modelBytes,
+  };
+}
+
+function formatTable(result) {
+  const mib = (bytes) => (bytes / 2 ** 20).toFixed(0);
+  const lines = [
+    `\n${result.model}  (${mib(result.fileBytes)} MiB file; load average ${result.loadAverage.map((v) => v.toFixed(1)).join(" -> ")})`,
+    "engine                 load ms   TTFT ms  prefill128 t/s  prefill512 t/s  decode t/s  peak RSS MiB",
+  ];
+  for (const e of result.engines) {
+    if (e.error) {
+      lines.push(`  ${e.error}`);
+      continue;
+    }
+    lines.push(
+      `${e.engine.padEnd(22)} ${e.loadMs.toFixed(0).padStart(7)} ${e.ttftMs.toFixed(0).padStart(9)} ${e.prefill128.toFixed(1).padStart(15)} ` +
+        `${e.prefill512.toFixed(1).padStart(15)} ${e.decode.toFixed(1).padStart(11)} ${mib(e.peakRssBytes).padStart(13)}`,
+    );
+  }
+  const r = result.ratios;
+  if (r) {
+    lines.push(
+      `ours / llama.cpp: decode ${r.decodeVsBest.toFixed(2)}x its best, prefill512 ${r.prefill512VsTwoThreads.toFixed(2)}x and prefill128 ` +
+        `${r.prefill128VsTwoThreads.toFixed(2)}x its 2 threads, TTFT ${r.ttftVsBest.toFixed(2)}x, load ${r.loadVsBest.toFixed(2)}x ` +
+        `(lower is better for these two); our peak RSS ${r.peakRssVsModel.toFixed(2)}x weights + KV cache`,
+    );
+  }
+  return lines.join("\n");
+}
+
+async function main() {
+  const options = parseArguments(process.argv.slice(2));
+  const targets = [];
+  if (options.paths.length > 0) {
+    for (const path of options.paths) targets.push([path, path]);
+  } else {
+    const folder = join(root, ".cache", "bench-models");
+    for (const model of options.models) {
+      for (const type of options.types) targets.push([`${BENCH_SHAPES[model].title} shape, ${type.toUpperCase()}`, await benchModel(folder, model, type)]);
+    }
+  }
+  const machine = {
+    cpu: cpus()[0]?.model ?? "unknown",
+    logicalCpus: cpus().length,
+    physicalCores: physicalCoreCount(),
+    node: process.version,
+    date: new Date().toISOString(),
+  };
+  if (!options.json) {
+    console.log(`${machine.cpu}, ${machine.physicalCores} physical cores, Node ${machine.node}, ${machine.date}`);
+    console.log(`medians of ${options.runs} runs; load average now ${loadavg()[0].toFixed(1)} (figures mean little on a busy machine)`);
+  }
+  const results = [];
+  for (const [label, path] of targets) {
+    const result = await benchOne(label, path, options);
+    results.push(result);
+    if (!options.json) console.log(formatTable(result));
+  }
+  if (options.json) console.log(JSON.stringify({ machine, runs: options.runs, results }, null, 2));
+}
+
+main().catch((error) => {
+  console.error(error.message ?? error);
+  process.exit(1);
+});

@@ -1,7 +1,8 @@
 /**
  * Steps every architecture's blocks are built from: projections, norms, and
  * self-attention through the KV cache. Each returns a new [tokens, dim] buffer
- * from the forward's scratch memory (valid until the forward call returns).
+ * from the forward's scratch memory: valid through the next layer's attention
+ * call, no longer (see scratch.ts), so a block must not keep buffers across layers.
  */
 import type { AttentionKernel, Kernels, WeightMatrix } from "../kernels/types.js";
 import { addBias, applyRope, gatedActivation, rmsNorm, rmsNormHeads, type Activation } from "../kernels/ops.js";
@@ -21,7 +22,7 @@ export interface ForwardContext {
   positions: Int32Array;
   /** [tokens] */
   seqIds: Int32Array;
-  /** Where this forward's intermediate buffers come from. */
+  /** Where this forward's intermediate buffers come from (lifetimes in scratch.ts). */
   scratch: ForwardScratch;
 }
 
@@ -98,6 +99,8 @@ export function selfAttention(
   v: Float32Array,
   options: AttentionOptions,
 ): Float32Array {
+  // A new layer's attention: the scratch buffers of the layer before last are free again.
+  ctx.scratch.nextLayer();
   const { numHeads, numKVHeads, headDim, ropeMode, attentionScale, attentionSoftcap } = ctx.config;
   const magnitude = options.ropeMagnitude ?? 1;
   applyRope(q, ctx.tokens, numHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);

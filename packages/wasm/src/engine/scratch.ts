@@ -1,14 +1,23 @@
 /**
- * Per-forward scratch memory: every intermediate buffer of one forward call
- * (activations, projections, attention outputs) is carved from one block that
- * lives as long as the Transformer, so a decode step allocates no big buffers.
- * With kernels that offer `allocate`, the block lives in their memory, so the
+ * Per-forward scratch memory: the intermediate buffers of a forward call
+ * (activations, projections, attention outputs) are carved from blocks that
+ * live as long as the Transformer, so a decode step allocates no big buffers.
+ * With kernels that offer `allocate`, the blocks live in their memory, so the
  * matmuls read their inputs and write their outputs in place (no staging copy).
  *
- * A call to `begin` starts a forward: everything handed out before is free
- * again. A forward that needs more than the block holds gets ordinary arrays
- * for the excess, and the next `begin` replaces the block with one large
- * enough, so the block settles at the largest batch's needs after one call.
+ * Lifetimes, so that memory stays a few layers' worth rather than growing with
+ * the layer count:
+ *  - `forwardFloats`: valid until the next `begin` (the residual stream x).
+ *  - `floats`: valid until the second `nextLayer` after it. The forward pass
+ *    calls `nextLayer` as each layer's attention starts; by the next layer's
+ *    attention, the buffers made before the previous one are dead in every
+ *    pre-norm block (norm, q/k/v of a layer are consumed by its own attention
+ *    and output projection). Two halves alternate: `nextLayer` switches to the
+ *    other one and empties it.
+ *
+ * A forward that needs more than a block holds gets ordinary arrays for the
+ * excess, and the next `begin` replaces the block with one large enough, so
+ * the blocks settle at the largest batch's needs after one call.
  */
 
 /** Floats per alignment unit: 16 floats = 64 bytes, a cache line (and what SIMD loads like). */
@@ -19,49 +28,47 @@ export interface ScratchMemory {
   release?(view: Uint8Array): void;
 }
 
-export class ForwardScratch {
+/** One bump-allocated block with a high-water mark. */
+class Region {
   private block: Float32Array = new Float32Array(0);
   private blockBytes: Uint8Array | undefined;
-  /** Floats handed out since `begin`. */
   private used = 0;
-  /** Floats the current forward has asked for in all, block or not. */
+  /** Most floats in use at once since the last `settle`. */
   private needed = 0;
 
-  constructor(private readonly memory: ScratchMemory = {}) {}
+  constructor(private readonly memory: ScratchMemory) {}
 
-  /** Starts a forward: frees everything handed out, and grows the block to the last forward's need. */
-  begin(): void {
-    if (this.needed > this.block.length) this.replaceBlock(Math.ceil(this.needed * 1.25));
-    this.used = 0;
-    this.needed = 0;
-  }
-
-  /**
-   * `count` floats valid until the next `begin`. Not zeroed: the caller writes
-   * every element before reading it.
-   */
-  floats(count: number): Float32Array {
+  take(count: number): Float32Array {
     const start = Math.ceil(this.used / ALIGN_FLOATS) * ALIGN_FLOATS;
     const end = start + count;
-    this.needed = Math.max(this.needed, end);
     this.used = end;
+    this.needed = Math.max(this.needed, end);
     if (end <= this.block.length) return this.block.subarray(start, end);
     return new Float32Array(count);
   }
 
-  /** Bytes the block holds. */
+  empty(): void {
+    this.used = 0;
+  }
+
+  /** Empties the region and grows its block to the need seen since the last settle. */
+  settle(): void {
+    if (this.needed > this.block.length) this.replace(Math.ceil(this.needed * 1.25));
+    this.used = 0;
+    this.needed = 0;
+  }
+
   get bytes(): number {
     return this.block.byteLength;
   }
 
-  /** Hands the block back to the kernels' memory. */
   dispose(): void {
     if (this.blockBytes) this.memory.release?.(this.blockBytes);
     this.blockBytes = undefined;
     this.block = new Float32Array(0);
   }
 
-  private replaceBlock(floats: number): void {
+  private replace(floats: number): void {
     this.dispose();
     if (this.memory.allocate) {
       this.blockBytes = this.memory.allocate(floats * 4, 64);
@@ -69,5 +76,50 @@ export class ForwardScratch {
     } else {
       this.block = new Float32Array(floats);
     }
+  }
+}
+
+export class ForwardScratch {
+  private readonly whole: Region;
+  private readonly halves: [Region, Region];
+  private current = 0;
+
+  constructor(memory: ScratchMemory = {}) {
+    this.whole = new Region(memory);
+    this.halves = [new Region(memory), new Region(memory)];
+  }
+
+  /** Starts a forward: frees everything handed out, and grows the blocks to the last forward's needs. */
+  begin(): void {
+    this.whole.settle();
+    for (const half of this.halves) half.settle();
+    this.current = 0;
+  }
+
+  /** `count` floats valid until the next `begin`. Not zeroed: the caller writes every element before reading it. */
+  forwardFloats(count: number): Float32Array {
+    return this.whole.take(count);
+  }
+
+  /** `count` floats valid until the second `nextLayer` from now. Not zeroed, as above. */
+  floats(count: number): Float32Array {
+    return this.halves[this.current]!.take(count);
+  }
+
+  /** A layer's attention starts: buffers from before the previous layer's attention are free again. */
+  nextLayer(): void {
+    this.current ^= 1;
+    this.halves[this.current]!.empty();
+  }
+
+  /** Bytes the blocks hold. */
+  get bytes(): number {
+    return this.whole.bytes + this.halves[0].bytes + this.halves[1].bytes;
+  }
+
+  /** Hands the blocks back to the kernels' memory. */
+  dispose(): void {
+    this.whole.dispose();
+    for (const half of this.halves) half.dispose();
   }
 }

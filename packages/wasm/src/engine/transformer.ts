@@ -59,13 +59,16 @@ export class Transformer {
    * cached length (below it rewinds the sequence: later cached positions are
    * dropped); its further tokens must follow one position at a time.
    * Nothing is written to the cache when the batch is rejected.
+   * `logitsInto`: a buffer of at least [logitRows.length, vocabSize] floats to
+   * write the logits to (a view of it is returned), so a decode loop reuses one
+   * buffer instead of allocating vocabSize floats per token; absent, a new array.
    */
-  forward(batch: ForwardBatch, cache: KVCache): Float32Array {
+  forward(batch: ForwardBatch, cache: KVCache, logitsInto?: Float32Array): Float32Array {
     const newLengths = this.validate(batch, cache);
     const { hiddenSize, vocabSize } = this.config;
     const n = batch.tokens.length;
     this.scratch.begin();
-    const x = this.scratch.floats(n * hiddenSize); // [n, hidden]
+    const x = this.scratch.forwardFloats(n * hiddenSize); // [n, hidden], the residual stream
     embeddingLookup(x, this.model.embedding, batch.tokens, this.config.embeddingScale);
     const ctx: ForwardContext = {
       kernels: this.kernels,
@@ -87,7 +90,7 @@ export class Transformer {
       selected.set(x.subarray(row * hiddenSize, (row + 1) * hiddenSize), i * hiddenSize);
     }
     rmsNorm(selected, selected, this.model.outputNorm, m, hiddenSize, this.config.rmsEps, this.config.normUnitOffset);
-    const logits = new Float32Array(m * vocabSize); // [m, vocab]
+    const logits = logitsInto && logitsInto.length >= m * vocabSize ? logitsInto.subarray(0, m * vocabSize) : new Float32Array(m * vocabSize); // [m, vocab]
     if (m > 0) this.kernels.matmul(logits, this.model.output, selected, m);
     const cap = this.config.finalLogitSoftcap;
     if (cap > 0) for (let i = 0; i < logits.length; i++) logits[i] = cap * Math.tanh(logits[i]! / cap);

@@ -6,7 +6,7 @@
  */
 import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
-import { gatedMlp, linear, norm, normHeads, selfAttention, type ForwardContext } from "../engine/layers.js";
+import { gatedMlp, linear, norm, normHeads, projections, selfAttention, type ForwardContext } from "../engine/layers.js";
 import { ropeInverseFrequencies } from "../engine/rope.js";
 import type { WeightSource } from "../engine/weights.js";
 import { addInPlace } from "../kernels/ops.js";
@@ -102,9 +102,7 @@ function attention(
   h: Float32Array,
   inverseFrequencies: Float64Array,
 ): Float32Array {
-  const q = linear(ctx, layer.q, h);
-  const k = linear(ctx, layer.k, h);
-  const v = linear(ctx, layer.v, h);
+  const [q, k, v] = projections(ctx, [layer.q, layer.k, layer.v], h) as [Float32Array, Float32Array, Float32Array];
   normHeads(ctx, q, layer.qNorm, ctx.config.numHeads);
   normHeads(ctx, k, layer.kNorm, ctx.config.numKVHeads);
   const attended = selfAttention(ctx, index, q, k, v, { inverseFrequencies, window: ctx.config.layerWindows[index]! });

@@ -4,7 +4,7 @@
  */
 import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
-import { gatedMlp, linear, norm, normHeads, selfAttention, type ForwardContext } from "../engine/layers.js";
+import { gatedMlp, linear, norm, normHeads, projections, selfAttention, type ForwardContext } from "../engine/layers.js";
 import { addInPlace } from "../kernels/ops.js";
 import type { WeightSource } from "../engine/weights.js";
 import type { Architecture, LoadedModel } from "./types.js";
@@ -86,9 +86,12 @@ export function llamaAttention(
   h: Float32Array,
   inverseFrequencies: Float64Array,
 ): Float32Array {
-  const q = linear(ctx, layer.q, h, layer.qBias);
-  const k = linear(ctx, layer.k, h, layer.kBias);
-  const v = linear(ctx, layer.v, h, layer.vBias);
+  // One kernel call for the three projections: the input is prepared and the threads woken once.
+  const [q, k, v] = projections(ctx, [layer.q, layer.k, layer.v], h, [layer.qBias, layer.kBias, layer.vBias]) as [
+    Float32Array,
+    Float32Array,
+    Float32Array,
+  ];
   if (layer.qNorm) normHeads(ctx, q, layer.qNorm, ctx.config.numHeads);
   if (layer.kNorm) normHeads(ctx, k, layer.kNorm, ctx.config.numKVHeads);
   const attended = selfAttention(ctx, index, q, k, v, { inverseFrequencies, window: ctx.config.layerWindows[index]! });

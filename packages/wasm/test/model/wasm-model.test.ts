@@ -196,4 +196,6 @@ runConformanceSuite({
     return loadModel(path, { backend: "wasm" });
   },
   prompt: "abc",
+  chatMessages: [{ role: "user", content: "hi" }],
+  chatTemplate: CHAT_TEMPLATE,
 });

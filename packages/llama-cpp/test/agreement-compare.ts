@@ -6,44 +6,9 @@
  */
 import assert from "node:assert/strict";
 import type { LogitsSummaryPayload } from "@infer/core";
+import { cosineSimilarity, maxAbsDifference, spread, topTwo } from "@infer/core/testing";
 
-export function cosineSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  assert.equal(a.length, b.length, "logit vectors of different lengths");
-  let dot = 0;
-  let normA = 0;
-  let normB = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    normA += a[i]! ** 2;
-    normB += b[i]! ** 2;
-  }
-  return dot / Math.sqrt(normA * normB);
-}
-
-/** Standard deviation: the scale a logit difference is judged against (models' logit scales differ tenfold). */
-export function spread(values: ArrayLike<number>): number {
-  let mean = 0;
-  for (let i = 0; i < values.length; i++) mean += values[i]!;
-  mean /= values.length;
-  let variance = 0;
-  for (let i = 0; i < values.length; i++) variance += (values[i]! - mean) ** 2;
-  return Math.sqrt(variance / values.length);
-}
-
-export function maxAbsDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let worst = 0;
-  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
-  return worst;
-}
-
-/** The arg max and the runner-up's distance below it. */
-export function topTwo(values: ArrayLike<number>): { best: number; gap: number } {
-  let best = 0;
-  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
-  let second = -Infinity;
-  for (let i = 0; i < values.length; i++) if (i !== best && values[i]! > second) second = values[i]!;
-  return { best, gap: values[best]! - second };
-}
+export { cosineSimilarity, maxAbsDifference, spread, topTwo };
 
 /**
  * Checks two greedy continuations of one prompt. They must be identical,

@@ -11,6 +11,8 @@ import { isTokenizerModel, type TextModel } from "../model.js";
 import type { GenerateOptions } from "../options.js";
 import type { GenerationResult, Message, Token } from "../types.js";
 
+export { cosineSimilarity, maxAbsDifference, spread, topTwo } from "./logits.js";
+
 export interface ConformanceOptions {
   /** Shown in the suite's title, e.g. "wasm stories260K". */
   name: string;

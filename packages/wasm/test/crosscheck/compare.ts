@@ -14,7 +14,10 @@
  * that (then no admissible difference can flip the arg max).
  */
 import assert from "node:assert/strict";
+import { cosineSimilarity, maxAbsDifference, spread } from "@infer/core/testing";
 import { GgmlType } from "../../src/kernels/types.js";
+
+export { cosineSimilarity, maxAbsDifference, spread };
 
 export interface Tolerance {
   /** Least cosine similarity of the last-position logits. */
@@ -79,36 +82,6 @@ export function toleranceFor(type: GgmlType, architecture: string): Tolerance {
         why: "llama.cpp quantizes activations to 8-bit blocks for quantized weights",
       };
   }
-}
-
-/** Standard deviation of the values: the scale logit differences are measured against. */
-export function spread(values: ArrayLike<number>): number {
-  let mean = 0;
-  for (let i = 0; i < values.length; i++) mean += values[i]!;
-  mean /= values.length;
-  let variance = 0;
-  for (let i = 0; i < values.length; i++) variance += (values[i]! - mean) ** 2;
-  return Math.sqrt(variance / values.length);
-}
-
-export function cosineSimilarity(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  assert.equal(a.length, b.length, "logit vectors of different lengths");
-  let dot = 0;
-  let normA = 0;
-  let normB = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    normA += a[i]! * a[i]!;
-    normB += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(normA * normB);
-}
-
-export function maxAbsDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  assert.equal(a.length, b.length, "logit vectors of different lengths");
-  let worst = 0;
-  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i]! - b[i]!));
-  return worst;
 }
 
 /** Asserts that our logits are within `tolerance` of llama.cpp's; returns the measures. */

@@ -29,12 +29,15 @@ export class SharedArena {
   private readonly freeRanges: Range[] = [];
   /** Size of each live allocation, by address. */
   private readonly live = new Map<number, number>();
+  /** Bytes at or above this were never handed out: still the zeros memory.grow gave them. */
+  private neverUsedFrom: number;
 
   /** `base`: first address the module leaves to the host (its heapBase). */
   constructor(base: number, maxPages = MAX_MEMORY_PAGES) {
     const initialPages = Math.max(1, Math.ceil((base + PAGE_BYTES) / PAGE_BYTES));
     this.memory = new wasmApi.Memory({ initial: initialPages, maximum: maxPages, shared: true });
     this.top = alignUp(base, 64);
+    this.neverUsedFrom = this.top;
     this.refresh();
   }
 
@@ -54,7 +57,10 @@ export class SharedArena {
     const size = Math.max(byteLength, 1);
     const address = this.takeFree(size, align) ?? this.takeTop(size, align);
     this.live.set(address, size);
-    this.bytes.fill(0, address, address + size);
+    // Only bytes used before need zeroing: filling fresh memory would touch (commit) every page
+    // of a model file before it is read in, for nothing (about 1 s per GB here).
+    if (address < this.neverUsedFrom) this.bytes.fill(0, address, Math.min(address + size, this.neverUsedFrom));
+    this.neverUsedFrom = Math.max(this.neverUsedFrom, address + size);
     return address;
   }
 

@@ -27,6 +27,12 @@ export interface GenerateOptions {
   ignoreEos?: boolean;
   /** `classify`: return full-vocabulary logits at the last position. */
   logits?: boolean;
+  /**
+   * Attach to each token its log-probability and this many most likely
+   * alternatives (0-20), from the model's distribution before sampling
+   * filters; backends with the `probe.logits` capability.
+   */
+  logprobs?: number;
   /** Cancels the call: streams throw `ABORTED`, text and batch calls finish with reason "abort". */
   signal?: AbortSignal;
   /** `chat`: a Jinja chat template to use instead of (or when the model has no) template of its own. */
@@ -144,6 +150,7 @@ const GENERATE_CHECKS: Record<keyof GenerateOptions, Check> = {
   stopStrings,
   ignoreEos: bool,
   logits: bool,
+  logprobs: (v) => (isInt(v) && v >= 0 && v <= 20 ? undefined : "must be an integer in [0, 20]"),
   signal,
   chatTemplate: str,
   jsonSchema: object,

@@ -96,7 +96,7 @@ export class SequenceStopper {
         used += token.text.length;
         continue;
       }
-      if (cut && used < chars) out.push({ id: token.id, text: token.text.slice(0, chars - used) });
+      if (cut && used < chars) out.push({ ...token, text: token.text.slice(0, chars - used) });
       break;
     }
     if (cut) {

@@ -7,6 +7,16 @@ export interface Token {
    * arrives whole with the token that completes it (earlier ones carry "").
    */
   text: string;
+  /** Natural log of this token's probability, when `logprobs` was asked. */
+  logprob?: number;
+  /** The most likely tokens at this step, most likely first, when `logprobs` > 0 was asked. */
+  topLogprobs?: TokenLogprob[];
+}
+
+export interface TokenLogprob {
+  id: number;
+  text: string;
+  logprob: number;
 }
 
 export type Role = "system" | "user" | "assistant" | "tool";

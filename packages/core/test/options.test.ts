@@ -42,6 +42,7 @@ const GENERATE_CASES: Record<string, { good: unknown[]; bad: unknown[] }> = {
   stopStrings: { good: [[], ["\n", "END"]], bad: [[""], "END", [3]] },
   ignoreEos: { good: [true, false], bad: [1, "yes"] },
   logits: { good: [true], bad: ["true"] },
+  logprobs: { good: [0, 5, 20], bad: [-1, 21, 1.5, "3"] },
   signal: { good: [signal], bad: [{}, "signal", { aborted: false }] },
   chatTemplate: { good: ["{{ messages }}"], bad: ["", 3] },
   jsonSchema: { good: [{ type: "object" }], bad: [[], "schema", null] },

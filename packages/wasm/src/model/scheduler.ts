@@ -1,6 +1,6 @@
 import { InferenceError, SequenceStopper, type FinishReason, type Token } from "@infer/core";
 import type { KVCache, Transformer } from "../engine/transformer.js";
-import { Rng, sampleToken, type SamplerSettings } from "./sampler.js";
+import { Rng, sampleToken, topKIndices, type SamplerSettings } from "./sampler.js";
 
 /** What the decoding loop needs from a tokenizer. */
 export interface StreamingDetokenizer {
@@ -21,6 +21,9 @@ export interface SequenceRequest {
   detokenizer: StreamingDetokenizer;
   /** Keep a copy of each step's raw logits (before the repeat penalty) in `lastLogits`. */
   captureLogits?: boolean;
+  /** Attach log-probabilities to tokens, with this many alternatives; `tokenText` names them. */
+  logprobs?: number;
+  tokenText?: (id: number) => string;
 }
 
 /** One sequence being decoded in a KV-cache slot. */
@@ -64,9 +67,11 @@ export class Sequence {
   /** Consumes the logits for this sequence's last pending token: samples, checks the ends. */
   accept(logits: Float32Array, contextLength: number): void {
     const { sampler } = this.request;
-    const history = this.request.promptIds.concat(this.generatedIds);
-    const recent = sampler.repeatLastN > 0 ? history.slice(-sampler.repeatLastN) : [];
+    const recent = sampler.repeatPenalty !== 1 ? this.recentIds(sampler.repeatLastN) : [];
     if (this.request.captureLogits) this.lastLogits = Float32Array.from(logits);
+    // Log-probabilities describe the model's distribution, so they are read before sampling changes the logits.
+    const scoring = this.request.logprobs === undefined ? undefined : logSoftmaxScorer(logits);
+    const alternatives = scoring && this.request.logprobs ? topKIndices(logits, this.request.logprobs) : [];
     const id = sampleToken(logits, sampler, this.rng, recent);
     this.advance(this.pending.length);
     this.inPrompt = false;
@@ -80,7 +85,15 @@ export class Sequence {
     const last = this.generatedIds.length >= (this.request.maxTokens ?? Infinity) || this.position >= contextLength;
     let text = this.request.detokenizer.push(id);
     if (last) text += this.request.detokenizer.flush();
-    const released = this.stopper.push({ id, text });
+    const token: Token = { id, text };
+    if (scoring) {
+      token.logprob = scoring(id);
+      if (alternatives.length > 0) {
+        const name = this.request.tokenText ?? String;
+        token.topLogprobs = alternatives.map((alt) => ({ id: alt, text: name(alt), logprob: scoring(alt) }));
+      }
+    }
+    const released = this.stopper.push(token);
     this.tokens.push(...released);
     this.ready.push(...released);
     if (this.stopper.done) {
@@ -90,6 +103,14 @@ export class Sequence {
     } else {
       this.pending = [id];
     }
+  }
+
+  /** The last `n` ids of prompt and generated text, which the repeat penalty looks at. */
+  private recentIds(n: number): number[] {
+    if (n <= 0) return [];
+    const generated = this.generatedIds.slice(-n);
+    const fromPrompt = n - generated.length;
+    return fromPrompt > 0 ? this.request.promptIds.slice(-fromPrompt).concat(generated) : generated;
   }
 
   /** Marks `count` pending tokens as written to the cache. */
@@ -104,6 +125,17 @@ export class Sequence {
     this.ready.push(...rest);
     this.finishReason = reason;
   }
+}
+
+/** log softmax(logits)[id], with the normaliser computed once per step. */
+function logSoftmaxScorer(logits: Float32Array): (id: number) => number {
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! - max);
+  const logNorm = max + Math.log(sum);
+  const raw = Float32Array.from(logits);
+  return (id) => raw[id]! - logNorm;
 }
 
 export interface StepTimings {

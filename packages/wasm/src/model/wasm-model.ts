@@ -24,6 +24,7 @@ import {
 } from "@infer/core";
 import type { KVCache, Transformer } from "../engine/transformer.js";
 import type { Tokenizer } from "../tokenizer/types.js";
+import { utf8Decode } from "../tokenizer/stream-decoder.js";
 import type { SamplerSettings } from "./sampler.js";
 import { DecodeScheduler, type Sequence, type SequenceRequest } from "./scheduler.js";
 
@@ -309,6 +310,8 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       stopStrings: options.stopStrings,
       detokenizer: this.parts.tokenizer.streamDecoder(),
       captureLogits: this.parts.probe.active && this.parts.probe.wants("logits"),
+      logprobs: options.logprobs,
+      tokenText: (id) => utf8Decode(this.parts.tokenizer.tokenBytes(id)),
     };
   }
 

@@ -199,3 +199,27 @@ runConformanceSuite({
   chatMessages: [{ role: "user", content: "hi" }],
   chatTemplate: CHAT_TEMPLATE,
 });
+
+test("logprobs: each token's log-probability and alternatives, from the model's distribution", async () => {
+  await using model = await loadModel(paths.get("qwen2")!, { backend: "wasm" });
+  const result = await model.generateText("hello", { temperature: 0, maxTokens: 4, ignoreEos: true, logprobs: 3 });
+  const [first] = await model.classify(["hello"], { logits: true });
+  const logits = first!.logits!;
+  let max = -Infinity;
+  for (const v of logits) max = Math.max(max, v);
+  let sum = 0;
+  for (const v of logits) sum += Math.exp(v - max);
+  const expected = logits[result.tokens[0]!.id]! - max - Math.log(sum);
+  assert.ok(Math.abs(result.tokens[0]!.logprob! - expected) < 1e-4, `${result.tokens[0]!.logprob} vs ${expected}`);
+  for (const token of result.tokens) {
+    assert.equal(token.topLogprobs!.length, 3);
+    // Greedy: the chosen token is the most likely one.
+    assert.equal(token.topLogprobs![0]!.id, token.id);
+    assert.equal(token.topLogprobs![0]!.logprob, token.logprob);
+    const probs = token.topLogprobs!.map((alt) => Math.exp(alt.logprob));
+    assert.ok(probs.every((p, i) => p <= 1 && (i === 0 || p <= probs[i - 1]!)));
+    assert.ok(probs.reduce((a, b) => a + b, 0) <= 1 + 1e-6);
+  }
+  const plain = await model.generateText("hello", { temperature: 0, maxTokens: 2, ignoreEos: true });
+  assert.equal(plain.tokens[0]!.logprob, undefined);
+});

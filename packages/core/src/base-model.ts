@@ -1,4 +1,5 @@
 import { abortedError, closedError, InferenceError, isInferenceError, toInferenceError } from "./errors.js";
+import { type CapabilityId, capabilitiesOf } from "./capabilities.js";
 import type { TextModel } from "./model.js";
 import {
   type ClassifyOptions,
@@ -110,7 +111,7 @@ export abstract class BaseTextModel implements TextModel {
     try {
       return await this.exclusive(async (signal) => {
         checkPrompts(prompts);
-        const resolved = resolveGenerateOptions(options);
+        const resolved = this.resolveOptions(options);
         if (prompts.length === 0) return [];
         return this.runBatch(prompts, resolved, signal);
       }, options?.signal);
@@ -145,6 +146,30 @@ export abstract class BaseTextModel implements TextModel {
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
+  }
+
+  /**
+   * Validates options and refuses the ones this model's declared capabilities
+   * cannot honour, so no backend silently ignores a constraint it was asked for.
+   */
+  private resolveOptions(options: GenerateOptions | undefined): ResolvedGenerateOptions {
+    const resolved = resolveGenerateOptions(options);
+    const report = capabilitiesOf(this);
+    const needs: [keyof GenerateOptions, CapabilityId][] = [
+      ["jsonSchema", "grammar"],
+      ["grammar", "grammar"],
+      ["logprobs", "probe.logits"],
+    ];
+    for (const [option, capability] of needs) {
+      if (resolved[option] !== undefined && report[capability] !== "supported") {
+        throw new InferenceError(
+          "UNSUPPORTED",
+          `backend ${this.backend} cannot honour option '${option}' (capability ${capability} is ${report[capability]})`,
+          { details: { option, capability } },
+        );
+      }
+    }
+    return resolved;
   }
 
   /** Throws `CLOSED` once the model is closed. */
@@ -182,7 +207,7 @@ export abstract class BaseTextModel implements TextModel {
       const signal = this.callSignal(options?.signal);
       try {
         this.assertOpen();
-        const resolved = resolveGenerateOptions(options);
+        const resolved = this.resolveOptions(options);
         const input = await prepare(resolved);
         if (signal.aborted) throw abortedError(signal.reason);
         const inner = this.stream(input, resolved, signal);

@@ -318,3 +318,22 @@ describe("the toy model itself", () => {
     assert.equal(VOCAB.length, model.info().vocabSize);
   });
 });
+
+describe("options that need a capability", () => {
+  it("jsonSchema, grammar and logprobs are refused with UNSUPPORTED by a model without grammar or logit probes", async () => {
+    const model = new FakeModel();
+    for (const [options, option] of [
+      [{ jsonSchema: { type: "object" } }, "jsonSchema"],
+      [{ grammar: 'root ::= "a"' }, "grammar"],
+      [{ logprobs: 2 }, "logprobs"],
+    ] as const) {
+      const error = await assertCode(model.generateText("ab", { maxTokens: 2, ...options }), "UNSUPPORTED");
+      assert.match(error.message, new RegExp(option));
+      const batch = await assertCode(model.batchGenerate(["ab"], { maxTokens: 2, ...options }), "UNSUPPORTED");
+      assert.match(batch.message, new RegExp(option));
+    }
+    // The model is still usable.
+    assert.equal((await model.generateText("ab", { maxTokens: 2, temperature: 0 })).tokens.length, 2);
+    await model.close();
+  });
+});

@@ -7,6 +7,7 @@ import { sendJson, SseWriter } from "./http-io.js";
 import type { ServerMetrics } from "./metrics.js";
 import type { SlotQueue } from "./queue.js";
 import type { ChatRequest, TextRequest } from "./requests.js";
+import { characterCount, chatLogprobEntries, legacyLogprobs } from "./logprobs.js";
 
 /** One served model and its admission queue. */
 export interface Served {
@@ -59,6 +60,15 @@ export async function runCompletion(
       "response_format",
     );
   }
+  if (request.options.logprobs !== undefined && capabilitiesOf(model)["probe.logits"] !== "supported") {
+    throw new HttpError(
+      400,
+      `the model '${target.name}' (backend ${model.backend}) cannot report logprobs: it does not expose its logits (capability probe.logits)`,
+      "invalid_request_error",
+      "unsupported_parameter",
+      "logprobs",
+    );
+  }
   if (kind === "text" && !request.stream && target.batcher) {
     const prompt = (request as TextRequest).prompt;
     const result = await target.batcher.submit(prompt, request.options, signal);
@@ -98,6 +108,7 @@ function answerWhole(
   count(metrics, target.name, usage);
   const finish_reason = openAIFinish(result.finishReason);
   const echo = kind === "text" && (request as TextRequest).echo ? (request as TextRequest).prompt : "";
+  const logprobs = request.options.logprobs === undefined ? null : kind === "chat" ? { content: chatLogprobEntries(result.tokens), refusal: null } : legacyLogprobs(result.tokens, 0);
   sendJson(res, 200, {
     id: `${kind === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID()}`,
     object: kind === "chat" ? "chat.completion" : "text_completion",
@@ -105,8 +116,8 @@ function answerWhole(
     model: target.name,
     choices: [
       kind === "chat"
-        ? { index: 0, message: { role: "assistant", content: result.text, refusal: null }, logprobs: null, finish_reason }
-        : { index: 0, text: echo + result.text, logprobs: null, finish_reason },
+        ? { index: 0, message: { role: "assistant", content: result.text, refusal: null }, logprobs, finish_reason }
+        : { index: 0, text: echo + result.text, logprobs, finish_reason },
     ],
     usage,
   });
@@ -136,19 +147,36 @@ async function streamAnswer(
     choices: [choice],
     ...extra,
   });
-  const delta = (content: string | undefined, finish: string | null, first = false) =>
-    kind === "chat"
-      ? { index: 0, delta: first ? { role: "assistant", content: "" } : content === undefined ? {} : { content }, logprobs: null, finish_reason: finish }
-      : { index: 0, text: content ?? "", logprobs: null, finish_reason: finish };
+  const wantsLogprobs = request.options.logprobs !== undefined;
+  // Characters sent so far, where the next legacy chunk's text_offset starts.
+  let sentChars = 0;
+  const logprobsOf = (tokens: Token[]) => {
+    if (!wantsLogprobs) return null;
+    if (kind === "chat") return { content: chatLogprobEntries(tokens), refusal: null };
+    const legacy = legacyLogprobs(tokens, sentChars);
+    sentChars += tokens.reduce((n, t) => n + characterCount(t.text), 0);
+    return legacy;
+  };
+  const delta = (content: string | undefined, finish: string | null, tokens: Token[] = [], first = false) => {
+    const logprobs = tokens.length > 0 ? logprobsOf(tokens) : null;
+    return kind === "chat"
+      ? { index: 0, delta: first ? { role: "assistant", content: "" } : content === undefined ? {} : { content }, logprobs, finish_reason: finish }
+      : { index: 0, text: content ?? "", logprobs, finish_reason: finish };
+  };
 
   sse.open();
-  if (kind === "chat") sse.send(chunk(delta("", null, true)));
+  if (kind === "chat") sse.send(chunk(delta("", null, [], true)));
   if (meta.echo) sse.send(chunk(delta(meta.echo, null)));
   let generated = 0;
+  // Tokens that add no text (the first bytes of a split character) wait to be reported with the next chunk that has text.
+  let unsent: Token[] = [];
   try {
     for await (const token of tokens) {
       generated++;
-      if (token.text) sse.send(chunk(delta(token.text, null)));
+      unsent.push(token);
+      if (!token.text) continue;
+      sse.send(chunk(delta(unsent.map((t) => t.text).join(""), null, wantsLogprobs ? unsent : [])));
+      unsent = [];
     }
   } catch (error) {
     if (isInferenceError(error, "ABORTED") || sse.closed) return;
@@ -159,7 +187,7 @@ async function streamAnswer(
   }
   // A token stream does not say why it ended; reaching maxTokens is the one "length" it can tell.
   const reason = request.options.maxTokens !== undefined && generated >= request.options.maxTokens ? "length" : "stop";
-  sse.send(chunk(delta(undefined, reason)));
+  sse.send(chunk(delta(undefined, reason, wantsLogprobs ? unsent : [])));
   const usage = usageOf(target.model, generated);
   count(metrics, target.name, usage);
   if (request.includeUsage) sse.send({ id: meta.id, object, created: meta.created, model: target.name, choices: [], usage });

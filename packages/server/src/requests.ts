@@ -67,19 +67,10 @@ function stopStrings(body: Body): string[] | undefined {
 /**
  * Sampling and length fields shared by both completion endpoints. Besides
  * OpenAI's fields, llama.cpp's `top_k`, `min_p` and `repeat_penalty` are read.
- * `logprobs` is refused: token streams of the contract carry no logits.
+ * Log-probabilities are read by each endpoint (their fields differ).
  */
 function commonRequest(body: Body): CompletionRequest {
   if (body.n !== undefined && body.n !== null && body.n !== 1) throw badRequest("only 'n': 1 is supported", "n");
-  if (body.logprobs === true || (typeof body.logprobs === "number" && body.logprobs > 0) || body.top_logprobs != null) {
-    throw new HttpError(
-      400,
-      "logprobs are not supported by this server: infer models stream tokens without their logits",
-      "invalid_request_error",
-      "unsupported_parameter",
-      body.top_logprobs != null ? "top_logprobs" : "logprobs",
-    );
-  }
   const maxTokens =
     optionalNumber(body, "max_completion_tokens", 1, 1 << 30, true) ?? optionalNumber(body, "max_tokens", 1, 1 << 30, true);
   const options: GenerateOptions = {
@@ -127,6 +118,29 @@ function applyResponseFormat(body: Body, request: CompletionRequest): void {
   request.wantsGrammar = true;
 }
 
+/** Chat: `logprobs: true` asks for them, `top_logprobs` (0-20) for alternatives; the contract's count. */
+function chatLogprobs(body: Body): number | undefined {
+  const wanted = body.logprobs;
+  if (wanted !== undefined && wanted !== null && typeof wanted !== "boolean") {
+    throw badRequest(`'logprobs' must be a boolean (got ${JSON.stringify(wanted)})`, "logprobs");
+  }
+  const top = optionalNumber(body, "top_logprobs", 0, 20, true);
+  if (wanted !== true) {
+    if (top !== undefined) throw badRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    return undefined;
+  }
+  return top ?? 0;
+}
+
+/** Legacy completions: `logprobs` is the number of alternatives (0-5); null or absent asks for none. */
+function legacyLogprobs(body: Body): number | undefined {
+  if (body.top_logprobs !== undefined && body.top_logprobs !== null) {
+    throw badRequest("'top_logprobs' is a chat completions field; /v1/completions takes 'logprobs': <0-5>", "top_logprobs");
+  }
+  if (body.logprobs === false) return undefined;
+  return optionalNumber(body, "logprobs", 0, 5, true);
+}
+
 const ROLES: Role[] = ["system", "user", "assistant", "tool"];
 
 /** Message content may be a string or an array of parts; only text parts are understood. */
@@ -161,7 +175,9 @@ export function parseChatRequest(raw: unknown): ChatRequest {
     }
     return { role: role as Role, content: messageText(msg.content, i) };
   });
-  return { ...commonRequest(body), messages };
+  const request = commonRequest(body);
+  request.options.logprobs = chatLogprobs(body);
+  return { ...request, messages };
 }
 
 export function parseTextRequest(raw: unknown): TextRequest {
@@ -172,7 +188,20 @@ export function parseTextRequest(raw: unknown): TextRequest {
     prompt = prompt[0];
   }
   if (typeof prompt !== "string") throw badRequest("'prompt' must be a string", "prompt");
-  return { ...commonRequest(body), prompt, echo: body.echo === true };
+  const request = commonRequest(body);
+  request.options.logprobs = legacyLogprobs(body);
+  const echo = body.echo === true;
+  if (echo && request.options.logprobs !== undefined) {
+    // OpenAI would score the prompt's tokens too; the contract only scores generated ones.
+    throw new HttpError(
+      400,
+      "'echo' together with 'logprobs' is not supported: this server reports log-probabilities of generated tokens only, not of the prompt",
+      "invalid_request_error",
+      "unsupported_parameter",
+      "echo",
+    );
+  }
+  return { ...request, prompt, echo };
 }
 
 export function parseEmbeddingRequest(raw: unknown): EmbeddingRequest {

@@ -77,7 +77,8 @@ export class FakeModel extends BaseTextModel {
   /** Prompt lists of every batchGenerate call. */
   batches: string[][] = [];
 
-  protected async runBatch(prompts: string[], options: ResolvedGenerateOptions, signal: AbortSignal): Promise<BatchResult[]> {
+  protected async runBatch(inputs: PromptInput[], options: ResolvedGenerateOptions, signal: AbortSignal): Promise<BatchResult[]> {
+    const prompts = inputs.map((input) => input.text);
     this.batches.push(prompts);
     this.lastOptions = options;
     this.lastPrompt = prompts.at(-1);

@@ -2,6 +2,8 @@ import { abortedError, closedError, InferenceError, isInferenceError, toInferenc
 import { type CapabilityId, capabilitiesOf } from "./capabilities.js";
 import type { TextModel } from "./model.js";
 import {
+  type BatchGenerateOptions,
+  type BatchPrompt,
   type ClassifyOptions,
   type GenerateOptions,
   type ResolvedGenerateOptions,
@@ -60,11 +62,16 @@ export abstract class BaseTextModel implements TextModel {
     options: ClassifyOptions,
     signal: AbortSignal,
   ): Promise<ClassifyResult[]>;
-  /** Per-prompt results; use `SequenceStopper` for `maxTokens` and stop strings of each sequence. */
+  /**
+   * Per-input results, in order; use `SequenceStopper` for `maxTokens` and stop
+   * strings of each sequence. Backends that decode step by step call `onToken`
+   * with each released token as it comes (the base delivers any they did not).
+   */
   protected abstract runBatch(
-    prompts: string[],
+    inputs: PromptInput[],
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
+    onToken?: (index: number, token: Token) => void,
   ): Promise<BatchResult[]>;
   /** Frees backend resources; called once. */
   protected abstract dispose(): Promise<void>;
@@ -107,19 +114,66 @@ export abstract class BaseTextModel implements TextModel {
     }, options?.signal);
   }
 
-  async batchGenerate(prompts: string[], options?: GenerateOptions): Promise<BatchResult[]> {
+  async batchGenerate(prompts: BatchPrompt[], options?: BatchGenerateOptions): Promise<BatchResult[]> {
+    const { onToken, ...generateOptions } = options ?? {};
     try {
       return await this.exclusive(async (signal) => {
-        checkPrompts(prompts);
-        const resolved = this.resolveOptions(options);
-        if (prompts.length === 0) return [];
-        return this.runBatch(prompts, resolved, signal);
+        checkBatchPrompts(prompts);
+        if (onToken !== undefined && typeof onToken !== "function") {
+          throw invalid("batchGenerate option 'onToken' must be a function (index, token) => void");
+        }
+        const resolved = this.resolveOptions(generateOptions);
+        return this.batch(prompts, resolved, signal, onToken);
       }, options?.signal);
     } catch (error) {
       // Like generateText, an aborted batch resolves (err() keeps the ABORTED error).
       if (!isInferenceError(error, "ABORTED") || !Array.isArray(prompts)) throw error;
       return prompts.map(() => ({ tokens: [], text: "", finishReason: "abort" as const }));
     }
+  }
+
+  /**
+   * Renders chat prompts (a failure fails only that prompt), runs the backend's
+   * batch, and makes sure `onToken` sees every emitted token exactly once, in
+   * order: as the backend releases them, or after the batch for backends that
+   * do not stream their batches.
+   */
+  private async batch(
+    prompts: BatchPrompt[],
+    options: ResolvedGenerateOptions,
+    signal: AbortSignal,
+    onToken: BatchGenerateOptions["onToken"],
+  ): Promise<BatchResult[]> {
+    const results: BatchResult[] = new Array(prompts.length);
+    const inputs: PromptInput[] = [];
+    const indexOf: number[] = [];
+    for (const [index, prompt] of prompts.entries()) {
+      try {
+        inputs.push(typeof prompt === "string" ? { text: prompt, chat: false } : await this.chatInput(prompt, options));
+        indexOf.push(index);
+      } catch (error) {
+        results[index] = { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) };
+      }
+    }
+    const delivered = new Array<number>(prompts.length).fill(0);
+    let callbackError: unknown;
+    const deliver = (index: number, token: Token) => {
+      delivered[index]!++;
+      try {
+        onToken?.(index, token);
+      } catch (error) {
+        callbackError ??= error;
+      }
+    };
+    if (inputs.length > 0) {
+      const ran = await this.runBatch(inputs, options, signal, (i, token) => deliver(indexOf[i]!, token));
+      ran.forEach((result, i) => (results[indexOf[i]!] = result));
+    }
+    results.forEach((result, index) => {
+      for (let k = delivered[index]!; k < result.tokens.length; k++) deliver(index, result.tokens[k]!);
+    });
+    if (callbackError !== undefined) throw toInferenceError(callbackError, "INTERNAL", "batchGenerate onToken threw");
+    return results;
   }
 
   metrics(): GenerateMetrics {
@@ -318,6 +372,14 @@ function invalid(message: string): InferenceError {
 function textInput(prompt: unknown): PromptInput {
   if (typeof prompt !== "string") throw invalid("prompt must be a string");
   return { text: prompt, chat: false };
+}
+
+function checkBatchPrompts(prompts: unknown): asserts prompts is BatchPrompt[] {
+  if (!Array.isArray(prompts)) throw invalid("prompts must be an array of strings or of message arrays");
+  prompts.forEach((prompt: unknown, i) => {
+    if (typeof prompt === "string") return;
+    if (!Array.isArray(prompt)) throw invalid(`prompts[${i}] must be a string or an array of messages`);
+  });
 }
 
 function checkPrompts(prompts: unknown): asserts prompts is string[] {

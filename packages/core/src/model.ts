@@ -1,4 +1,4 @@
-import type { ClassifyOptions, GenerateOptions } from "./options.js";
+import type { BatchGenerateOptions, BatchPrompt, ClassifyOptions, GenerateOptions } from "./options.js";
 import type {
   BatchResult,
   ClassifyResult,
@@ -25,8 +25,12 @@ export interface TextModel {
   chatText(messages: Message[], options?: GenerateOptions): Promise<GenerationResult>;
   /** One prefill per prompt; the token at the last position and optionally its full logits. */
   classify(prompts: string[], options?: ClassifyOptions): Promise<ClassifyResult[]>;
-  /** Decodes the prompts together; one prompt's failure never sinks the others. */
-  batchGenerate(prompts: string[], options?: GenerateOptions): Promise<BatchResult[]>;
+  /**
+   * Decodes the prompts together; one prompt's failure never sinks the others.
+   * A prompt may be messages (rendered with the chat template); `onToken`
+   * streams each prompt's tokens as they are released.
+   */
+  batchGenerate(prompts: BatchPrompt[], options?: BatchGenerateOptions): Promise<BatchResult[]>;
 
   info(): ModelInfo;
   /** Metrics of the last completed call (batch calls sum their tokens). */

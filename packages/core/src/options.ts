@@ -1,5 +1,6 @@
 import { InferenceError } from "./errors.js";
 import type { ProbeSink } from "./probes.js";
+import type { Message, Token } from "./types.js";
 
 /** Options of `generate`, `chat`, `batchGenerate` and their text forms. Every field is optional. */
 export interface GenerateOptions {
@@ -41,6 +42,14 @@ export interface GenerateOptions {
   jsonSchema?: object;
   /** Constrain output with a GBNF grammar (backends with the `grammar` capability). */
   grammar?: string;
+}
+
+/** A batch prompt: plain text, or messages rendered with the model's chat template. */
+export type BatchPrompt = string | Message[];
+
+export interface BatchGenerateOptions extends GenerateOptions {
+  /** Called with each prompt's tokens as they are released (index into `prompts`). */
+  onToken?: (index: number, token: Token) => void;
 }
 
 export type ClassifyOptions = Pick<

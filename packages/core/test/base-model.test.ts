@@ -337,3 +337,25 @@ describe("options that need a capability", () => {
     await model.close();
   });
 });
+
+describe("batchGenerate with chat prompts and onToken", () => {
+  it("messages render with the chat template, onToken sees every token once in order, a bad prompt fails alone", async () => {
+    const model = new FakeModel();
+    const chat = [{ role: "user" as const, content: "hi" }];
+    const seen = new Map<number, Token[]>();
+    const options = { temperature: 0, maxTokens: 4 };
+    const results = await model.batchGenerate(["ab", chat, [{ role: "bogus", content: "x" } as never]], {
+      ...options,
+      onToken: (index, token) => seen.set(index, [...(seen.get(index) ?? []), token]),
+    });
+    assert.deepEqual(seen.get(0), results[0]!.tokens);
+    assert.deepEqual(seen.get(1), results[1]!.tokens);
+    assert.equal(seen.has(2), false);
+    assert.equal(results[1]!.text, (await model.chatText(chat, options)).text);
+    assert.equal(results[0]!.text, (await model.generateText("ab", options)).text);
+    assert.equal(results[2]!.finishReason, "error");
+    assert.equal((results[2]!.error as { code?: string }).code, "INVALID_OPTION");
+    await assertCode(model.batchGenerate(["ab"], { onToken: 5 as never }), "INVALID_OPTION");
+    await model.close();
+  });
+});

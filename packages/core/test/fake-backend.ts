@@ -163,16 +163,16 @@ export class FakeModel extends BaseTextModel implements TokenizerModel {
     });
   }
 
-  protected async runBatch(prompts: string[], options: ResolvedGenerateOptions, signal: AbortSignal): Promise<BatchResult[]> {
+  protected async runBatch(inputs: PromptInput[], options: ResolvedGenerateOptions, signal: AbortSignal): Promise<BatchResult[]> {
     const results: BatchResult[] = [];
     let total = 0;
-    for (const prompt of prompts) {
+    for (const input of inputs) {
       if (signal.aborted) throw abortedError(signal.reason);
       const stopper = new SequenceStopper(options);
       const tokens: Token[] = [];
       let finishReason: FinishReason = "length";
       try {
-        const inner = this.stream({ text: prompt, chat: false }, options, signal);
+        const inner = this.stream(input, options, signal);
         for (;;) {
           const step = await inner.next();
           if (step.done) {

@@ -31,6 +31,7 @@ export async function runBatch(
   prompts: number[][],
   options: ResolvedGenerateOptions,
   signal: AbortSignal,
+  onToken?: (index: number, token: Token) => void,
 ): Promise<BatchOutcome> {
   const grammar = await compileGrammar(parts.llama, options);
   const results: BatchResult[] = [];
@@ -40,7 +41,9 @@ export async function runBatch(
     const timings = wave.map((): DecodeTimings => ({ generated: 0 }));
     results.push(
       ...(await Promise.all(
-        wave.map((prompt, i) => runOne(parts, parts.slots[i]!, prompt, options, grammar, signal, timings[i]!)),
+        wave.map((prompt, i) =>
+          runOne(parts, parts.slots[i]!, prompt, options, grammar, signal, timings[i]!, (token) => onToken?.(start + i, token)),
+        ),
       )),
     );
     if (start === 0) {
@@ -59,8 +62,13 @@ async function runOne(
   grammar: LlamaGrammar | undefined,
   signal: AbortSignal,
   timings: DecodeTimings,
+  onToken: (token: Token) => void,
 ): Promise<BatchResult> {
   const tokens: Token[] = [];
+  const release = (released: Token[]) => {
+    tokens.push(...released);
+    for (const token of released) onToken(token);
+  };
   const stopper = new SequenceStopper(options);
   let finishReason: FinishReason = "stop";
   try {
@@ -84,10 +92,10 @@ async function runOne(
         const step = await decoding.next();
         if (step.done) {
           finishReason = step.value;
-          tokens.push(...stopper.flush());
+          release(stopper.flush());
           break;
         }
-        tokens.push(...stopper.push(step.value));
+        release(stopper.push(step.value));
         if (stopper.done) {
           finishReason = stopper.done;
           break;

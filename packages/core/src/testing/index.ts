@@ -282,6 +282,23 @@ export function runConformanceSuite(options: ConformanceOptions): void {
       assert.equal(text.text, joinText(text.tokens));
     });
 
+    it("batchGenerate takes chat messages and streams each prompt's tokens through onToken", { timeout }, async (t) => {
+      if (!options.chatMessages) return t.skip("no chatMessages given for this model");
+      const chatOptions = { ...greedy, ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}) };
+      const seen: Token[][] = [[], []];
+      const batch = await model().batchGenerate([options.chatMessages, prompt], {
+        ...chatOptions,
+        onToken: (index, token) => seen[index]!.push(token),
+      });
+      assert.deepEqual(
+        batch.map((r) => r.tokens),
+        seen,
+        "onToken must deliver every token of each prompt once, in order",
+      );
+      assert.deepEqual(ids(batch[0]!.tokens), ids((await model().chatText(options.chatMessages, chatOptions)).tokens));
+      assert.deepEqual(ids(batch[1]!.tokens), ids((await greedyReference()).tokens));
+    });
+
     // Last: it closes the shared model.
     it("close ends a running stream with CLOSED, is idempotent, and every later call fails with CLOSED", { timeout }, async () => {
       const m = model();

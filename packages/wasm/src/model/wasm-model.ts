@@ -210,11 +210,16 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     return results;
   }
 
-  protected async runBatch(prompts: string[], options: ResolvedGenerateOptions, signal: AbortSignal): Promise<BatchResult[]> {
+  protected async runBatch(
+    inputs: PromptInput[],
+    options: ResolvedGenerateOptions,
+    signal: AbortSignal,
+    onToken?: (index: number, token: Token) => void,
+  ): Promise<BatchResult[]> {
     const started = performance.now();
     const seed = options.seed ?? randomSeed();
-    const results: BatchResult[] = prompts.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
-    const waiting = prompts.map((_, i) => i);
+    const results: BatchResult[] = inputs.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
+    const waiting = inputs.map((_, i) => i);
     const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
     const running = new Map<Sequence, number>();
     const freeSlots = Array.from({ length: this.parts.parallelSlots }, (_, i) => i);
@@ -225,7 +230,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       while (waiting.length > 0 && freeSlots.length > 0) {
         const index = waiting.shift()!;
         try {
-          const ids = this.promptIds({ text: prompts[index]!, chat: false });
+          const ids = this.promptIds(inputs[index]!);
           running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seed)), index);
           freeSlots.shift();
         } catch (error) {
@@ -239,6 +244,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
         break;
       }
       scheduler.step([...running.keys()], signal);
+      for (const [seq, index] of running) for (const token of seq.drain()) onToken?.(index, token);
       for (const [seq, index] of running) {
         if (!seq.done) continue;
         results[index] = toResult(seq, seq.finishReason!);

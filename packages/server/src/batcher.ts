@@ -3,7 +3,11 @@ import type { SlotQueue } from "./queue.js";
 
 interface BatchItem {
   prompt: string;
-  /** Requests batch together only when their options are equal. */
+  /**
+   * Requests batch together only when their options are equal: the batch runs
+   * with one options object, so a request for logprobs (or another count of
+   * alternatives) never rides in a batch that was not asked for them.
+   */
   key: string;
   options: GenerateOptions;
   signal: AbortSignal;

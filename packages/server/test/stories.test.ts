@@ -42,3 +42,30 @@ test("OpenAI text completion over stories260K gives llama2.c's greedy text, stre
     await model.close();
   }
 });
+
+test("logprobs of stories260K's greedy text through the wasm backend", { skip, timeout: 60_000 }, async () => {
+  await import("@infer/wasm" as string);
+  const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8");
+  const model = await loadModel(gguf, { backend: "wasm", threads: 1 });
+  const server = createServer({ models: { stories: model } });
+  try {
+    const { url } = await server.listen(0, "127.0.0.1");
+    const openai = new OpenAI({ apiKey: "none", baseURL: `${url}/v1`, maxRetries: 0 });
+    const scored = await openai.completions.create({ model: "stories", prompt: "", max_tokens: 30, temperature: 0, logprobs: 5 });
+    const { text } = scored.choices[0]!;
+    const logprobs = scored.choices[0]!.logprobs!;
+    assert.ok(text.length > 30 && expected.startsWith(text));
+    assert.equal(logprobs.tokens!.join(""), text);
+    // A trained vocabulary spells each greedy token like its likeliest alternative
+    // (but the first, whose leading space SentencePiece decoding drops).
+    logprobs.tokens!.forEach((token, i) => {
+      const [best, bestLogprob] = Object.entries(logprobs.top_logprobs![i]!)[0]!;
+      assert.equal(i === 0 ? best.trimStart() : best, token);
+      assert.equal(logprobs.token_logprobs![i], bestLogprob);
+      assert.ok(bestLogprob <= 0);
+    });
+  } finally {
+    await server.close();
+    await model.close();
+  }
+});

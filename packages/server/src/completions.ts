@@ -108,7 +108,10 @@ function answerWhole(
   count(metrics, target.name, usage);
   const finish_reason = openAIFinish(result.finishReason);
   const echo = kind === "text" && (request as TextRequest).echo ? (request as TextRequest).prompt : "";
-  const logprobs = request.options.logprobs === undefined ? null : kind === "chat" ? { content: chatLogprobEntries(result.tokens), refusal: null } : legacyLogprobs(result.tokens, 0);
+  let logprobs = null;
+  if (request.options.logprobs !== undefined) {
+    logprobs = kind === "chat" ? { content: chatLogprobEntries(result.tokens), refusal: null } : legacyLogprobs(result.tokens, 0);
+  }
   sendJson(res, 200, {
     id: `${kind === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID()}`,
     object: kind === "chat" ? "chat.completion" : "text_completion",

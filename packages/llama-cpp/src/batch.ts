@@ -9,9 +9,10 @@ import {
   toInferenceError,
 } from "@infer/core";
 import type { LlamaContextSequence, LlamaGrammar } from "node-llama-cpp";
-import { decodeSequence, type DecodeTimings } from "./decode.js";
+import type { DecodeTimings } from "./decode.js";
 import type { LlamaCppParts } from "./model.js";
-import { compileGrammar, grammarState, samplerSettings } from "./sampling.js";
+import { compileGrammar } from "./sampling.js";
+import { assertLogprobsCombinable, startDecoding } from "./start-decode.js";
 
 export interface BatchOutcome {
   results: BatchResult[];
@@ -33,6 +34,7 @@ export async function runBatch(
   signal: AbortSignal,
   onToken?: (index: number, token: Token) => void,
 ): Promise<BatchOutcome> {
+  assertLogprobsCombinable(options);
   const grammar = await compileGrammar(parts.llama, options);
   const results: BatchResult[] = [];
   let firstTokenAt: number | undefined;
@@ -73,20 +75,7 @@ async function runOne(
   let finishReason: FinishReason = "stop";
   try {
     if (signal.aborted) throw abortedError(signal.reason);
-    const decoding = decodeSequence(
-      parts.model,
-      sequence,
-      {
-        prompt,
-        sampler: samplerSettings(options, options),
-        stopTokens: new Set(options.stopTokens),
-        maxTokens: options.maxTokens,
-        ignoreEos: options.ignoreEos ?? false,
-        grammar: await grammarState(parts.model, grammar),
-        signal,
-      },
-      timings,
-    );
+    const decoding = await startDecoding(parts, sequence, prompt, options, grammar, signal, timings);
     try {
       for (;;) {
         const step = await decoding.next();

@@ -1,6 +1,7 @@
 import { abortedError, type ClassifyOptions, type ClassifyResult, InferenceError } from "@infer/core";
 import type { ControlledEvaluateInputItem, LlamaContextSequence } from "node-llama-cpp";
 import { assertPromptFits, prefillAbortably, prepareSequence } from "./decode.js";
+import { denseLogits } from "./logprob-decode.js";
 import type { LlamaCppParts } from "./model.js";
 import { asLlamaTokens } from "./runtime.js";
 import { samplerSettings } from "./sampling.js";
@@ -65,17 +66,4 @@ async function classifyOne(
   const result: ClassifyResult = { token: { id, text: parts.model.detokenize([id], true) } };
   if (options.logits === true) result.logits = denseLogits(next.logits, parts.info.vocabSize);
   return result;
-}
-
-/** node-llama-cpp gives logits as a Map sorted by value; the contract wants them indexed by token id. */
-function denseLogits(logits: Map<number, number> | undefined, vocabSize: number): Float32Array {
-  if (!logits || logits.size !== vocabSize) {
-    throw new InferenceError(
-      "INTERNAL",
-      `llama.cpp returned ${logits?.size ?? 0} logits at the last position; the vocabulary has ${vocabSize}`,
-    );
-  }
-  const dense = new Float32Array(vocabSize);
-  for (const [id, value] of logits) dense[id] = value;
-  return dense;
 }

@@ -21,15 +21,17 @@ import {
   abortedError,
   closedError,
   makeMetrics,
+  summarizeLogits,
   toInferenceError,
 } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaEmbeddingContext, LlamaModel } from "node-llama-cpp";
 import { runBatch } from "./batch.js";
 import { renderChatTemplate } from "./chat-template.js";
 import { classifyPrompts } from "./classify.js";
-import { decodeSequence, type DecodeTimings } from "./decode.js";
+import type { DecodeTimings } from "./decode.js";
 import { asLlamaTokens } from "./runtime.js";
-import { compileGrammar, grammarState, samplerSettings } from "./sampling.js";
+import { compileGrammar } from "./sampling.js";
+import { assertLogprobsCombinable, startDecoding } from "./start-decode.js";
 
 /** Everything a loaded model holds; built by `loadLlamaCppModel`. */
 export interface LlamaCppParts {
@@ -53,6 +55,8 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     grammar: "supported",
     speculative: "supported",
     "lora.inference": "supported",
+    // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
+    "probe.logits": "supported",
   };
   private readonly parts: LlamaCppParts;
   private embeddingContext: Promise<LlamaEmbeddingContext> | undefined;
@@ -176,24 +180,21 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
   ): AsyncGenerator<Token, FinishReason | void, undefined> {
-    const { model, llama } = this.parts;
+    const { llama } = this.parts;
     const started = performance.now();
     const prompt = this.tokenize(input.text, true);
+    assertLogprobsCombinable(options);
     const grammar = await compileGrammar(llama, options);
     const timings: DecodeTimings = { generated: 0 };
-    const decoding = decodeSequence(
-      model,
+    const decoding = await startDecoding(
+      this.parts,
       this.parts.slots[0]!,
-      {
-        prompt,
-        sampler: samplerSettings(options, options),
-        stopTokens: new Set(options.stopTokens),
-        maxTokens: options.maxTokens,
-        ignoreEos: options.ignoreEos ?? false,
-        grammar: await grammarState(model, grammar),
-        signal,
-      },
+      prompt,
+      options,
+      grammar,
+      signal,
       timings,
+      (logits) => this.emitLogitsProbe(logits),
     );
     // Counted as handed out: tokens decoded but still held (an unfinished UTF-8
     // character) when the caller stops are not part of the result.
@@ -309,6 +310,13 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     const { probe } = this.parts;
     if (!probe.active || !probe.wants("token")) return;
     probe.emit({ kind: "token", phase: "decode", step: this.probeStep++, payload: { ...token, position } });
+  }
+
+  /** Only the logprobs path sees each step's logits; the summary is cheap next to their transfer. */
+  private emitLogitsProbe(logits: Float32Array): void {
+    const { probe } = this.parts;
+    if (!probe.active || !probe.wants("logits")) return;
+    probe.emit({ kind: "logits", phase: "decode", step: this.probeStep, payload: summarizeLogits(logits) });
   }
 
 }

@@ -22,6 +22,7 @@ import {
 } from "@infer/core";
 import "../src/index.js";
 import type { LlamaCppModel } from "../src/index.js";
+import { LogitSampler, seededUniform, topIds } from "../src/logit-sampler.js";
 import { skipWithoutStories, STORIES_EXPECTED, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
 import { loadWasmKit, wasmBuildMissing } from "./wasm-link.js";
 
@@ -91,6 +92,19 @@ describe("llama_cpp logprobs on stories260K", { skip: skipWithoutStories }, () =
     }
   });
 
+  test("greedy with a repeat penalty picks llama.cpp's own penalized tokens", async () => {
+    for (const [repeatPenalty, repeatLastN] of [
+      [1.3, 64],
+      [1.8, 16],
+      [0.7, 8],
+    ] as const) {
+      const options = { ...GREEDY, repeatPenalty, repeatLastN, maxTokens: 60 };
+      const plain = await model.generateText("The dog", options);
+      const withLogprobs = await model.generateText("The dog", { ...options, logprobs: 0 });
+      assert.deepEqual(withLogprobs.tokens.map((t) => t.id), plain.tokens.map((t) => t.id), `penalty ${repeatPenalty}`);
+    }
+  });
+
   test("the first token's logprob is log softmax of classify's logits", async () => {
     for (const prompt of PROMPTS) {
       const [classified] = await model.classify([prompt], { logits: true });
@@ -113,6 +127,15 @@ describe("llama_cpp logprobs on stories260K", { skip: skipWithoutStories }, () =
       assert.ok(typeof token.logprob === "number" && token.logprob <= 0);
       assert.equal(token.topLogprobs, undefined);
     }
+  });
+
+  test("chat with logprobs: the normal path's greedy tokens, scored", async () => {
+    const chatTemplate = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}";
+    const messages = [{ role: "user" as const, content: "Lily and Ben" }];
+    const plain = await model.chatText(messages, { ...GREEDY, maxTokens: 12, chatTemplate });
+    const scored = await model.chatText(messages, { ...GREEDY, maxTokens: 12, chatTemplate, logprobs: 2 });
+    assert.deepEqual(scored.tokens.map((t) => t.id), plain.tokens.map((t) => t.id));
+    assertGreedyLogprobs(model, scored.tokens, 2);
   });
 
   test("batch with logprobs equals single calls, and onToken sees the scored tokens", async () => {
@@ -222,5 +245,68 @@ describe("llama_cpp logprobs on a random GGUF model agree with the wasm engine's
       await llama.close();
       await wasm.close();
     }
+  });
+});
+
+describe("the logprobs path's sampler", () => {
+  test("topIds: the k largest, best first, lower id first on ties", () => {
+    const random = seededUniform(3);
+    for (let round = 0; round < 50; round++) {
+      // Few distinct values, so ties are common.
+      const values = Float32Array.from({ length: 40 }, () => Math.floor(random() * 8));
+      const k = 1 + Math.floor(random() * 12);
+      const reference = Array.from(values.keys())
+        .sort((a, b) => values[b]! - values[a]! || a - b)
+        .slice(0, k);
+      assert.deepEqual(topIds(values, k), reference);
+    }
+    assert.deepEqual(topIds(Float32Array.of(1, 2), 5), [1, 0]);
+    assert.deepEqual(topIds(Float32Array.of(1, 2), 0), []);
+  });
+
+  /** Draw frequencies of 4000 samples of `probs` (as logits) with these filters. */
+  function frequencies(probs: number[], settings: Partial<ConstructorParameters<typeof LogitSampler>[0]>): number[] {
+    const sampler = new LogitSampler({
+      temperature: 1,
+      topK: 0,
+      topP: 1,
+      minP: 0,
+      repeatPenalty: 1,
+      repeatLastN: 0,
+      seed: 9,
+      ...settings,
+    });
+    const logits = Float32Array.from(probs, Math.log);
+    const counts = probs.map(() => 0);
+    for (let i = 0; i < 4000; i++) counts[sampler.sample(logits, [])]!++;
+    return counts.map((c) => c / 4000);
+  }
+
+  function assertNear(actual: number[], expected: number[]): void {
+    actual.forEach((f, i) => assert.ok(Math.abs(f - expected[i]!) < 0.03, `id ${i}: ${actual.join(", ")} vs ${expected.join(", ")}`));
+  }
+
+  const PROBS = [0.5, 0.25, 0.15, 0.1];
+
+  test("draws follow the filtered, tempered distribution", () => {
+    assertNear(frequencies(PROBS, {}), PROBS);
+    assertNear(frequencies(PROBS, { topK: 2 }), [2 / 3, 1 / 3, 0, 0]);
+    // top-p 0.7: 0.5 alone is short of it, 0.5 + 0.25 reaches it.
+    assertNear(frequencies(PROBS, { topP: 0.7 }), [2 / 3, 1 / 3, 0, 0]);
+    // min-p 0.25 keeps p >= 0.125: the first three.
+    assertNear(frequencies(PROBS, { minP: 0.25 }), [0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9, 0]);
+    // Temperature 2 draws in proportion to sqrt(p).
+    const roots = PROBS.map(Math.sqrt);
+    const total = roots.reduce((a, b) => a + b, 0);
+    assertNear(frequencies(PROBS, { temperature: 2 }), roots.map((r) => r / total));
+    assert.deepEqual(frequencies(PROBS, { temperature: 0 }), [1, 0, 0, 0]);
+  });
+
+  test("the repeat penalty divides positive logits and multiplies negative ones of recent tokens", () => {
+    const sampler = new LogitSampler({ temperature: 0, topK: 0, topP: 1, minP: 0, repeatPenalty: 2, repeatLastN: 2, seed: 1 });
+    // Token 0 (logit 3) penalized to 1.5 loses to token 1 (2); token 2 (-1 -> -2) stays last.
+    assert.equal(sampler.sample(Float32Array.of(3, 2, -1), [0]), 1);
+    assert.equal(sampler.sample(Float32Array.of(3, 2, -1), [0, 1]), 0, "both penalized: 1.5 vs 1");
+    assert.equal(sampler.sample(Float32Array.of(3, 2, -1), [0, 2, 2]), 0, "only the last repeatLastN ids count");
   });
 });

@@ -184,6 +184,25 @@ describe("llama_cpp logprobs on stories260K", { skip: skipWithoutStories }, () =
     assert.ok(notTop > 0, "at temperature 1.5 some draws are not the most likely token");
   });
 
+  test("abort mid-stream and the end of the context behave as on the normal path", async () => {
+    const controller = new AbortController();
+    const seen: Token[] = [];
+    await assert.rejects(
+      (async () => {
+        for await (const token of model.generate("The dog", { ...GREEDY, logprobs: 1, signal: controller.signal })) {
+          seen.push(token);
+          if (seen.length === 3) controller.abort();
+        }
+      })(),
+      (error) => isInferenceError(error, "ABORTED"),
+    );
+    assert.equal(seen.length, 3);
+    const plain = await model.generateText("The dog", GREEDY);
+    const scored = await model.generateText("The dog", { ...GREEDY, logprobs: 1 });
+    assert.equal(scored.finishReason, "length");
+    assert.deepEqual(scored.tokens.map((t) => t.id), plain.tokens.map((t) => t.id), "same tokens up to the context's end");
+  });
+
   test("each logprobs step emits a logits probe whose top id is the greedy token", async () => {
     events.length = 0;
     const result = await model.generateText("Lily and Ben", { ...GREEDY, maxTokens: 6, logprobs: 1 });

@@ -1,39 +1,117 @@
-import { abortedError, type BatchResult, type GenerateOptions, type TextModel } from "@infer/core";
+import {
+  abortedError,
+  type BatchPrompt,
+  type BatchResult,
+  type FinishReason,
+  type GenerateOptions,
+  isTokenizerModel,
+  SequenceStopper,
+  type TextModel,
+  type Token,
+} from "@infer/core";
 import type { SlotQueue } from "./queue.js";
 
-interface BatchItem {
-  prompt: string;
-  /**
-   * Requests batch together only when their options are equal: the batch runs
-   * with one options object, so a request for logprobs (or another count of
-   * alternatives) never rides in a batch that was not asked for them.
-   */
-  key: string;
+/** One completion request handed to the batcher. */
+export interface BatchRequest {
+  /** Text, or chat messages the model renders with its template. */
+  prompt: BatchPrompt;
   options: GenerateOptions;
+  /** The client's signal: it fires when the client disconnects. */
   signal: AbortSignal;
-  resolve: (result: BatchResult) => void;
-  reject: (error: unknown) => void;
+  /** Receives the request's tokens as they are released (after its own maxTokens and stop strings). */
+  onToken?: (token: Token) => void;
 }
 
-/** An AbortSignal that fires once every one of `signals` has. */
-function allAborted(signals: AbortSignal[]): AbortSignal {
-  const controller = new AbortController();
-  const check = () => {
-    if (signals.every((s) => s.aborted)) controller.abort(new Error("every client of the batch disconnected"));
-  };
-  for (const s of signals) s.addEventListener("abort", check, { once: true });
-  check();
-  return controller.signal;
+/** How one request of a batch ended. */
+export interface BatchOutcome {
+  tokens: Token[];
+  /** "abort" when the client disconnected while its batch ran. */
+  finishReason: FinishReason;
+  /** Prompt tokens of this request; 0 when they cannot be told (see `promptTokensOf`). */
+  promptTokens: number;
 }
 
 /**
- * Gathers non-streaming text completions for one model and decodes those
- * that wait together with `batchGenerate`, which backends run as one batch.
- * The first request starts at once; whatever arrives while a batch runs forms
- * the next one. A batch takes one slot of the model's queue.
+ * Options every request handles itself, whatever batch it rides in: the
+ * server stops each request on its own `maxTokens` and stop strings, so they
+ * need not match for requests to share a batch.
+ */
+const PER_REQUEST: ReadonlySet<string> = new Set(["maxTokens", "stopStrings", "signal"]);
+
+/**
+ * The grouping key: the options `batchGenerate` applies to the whole batch
+ * (sampling, seed, logprobs, constraints). Requests batch together only when
+ * these are equal, so nobody is decoded with someone else's settings.
+ */
+export function batchKey(options: GenerateOptions): string {
+  const shared = Object.entries(options)
+    .filter(([name, value]) => value !== undefined && !PER_REQUEST.has(name))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return JSON.stringify(shared);
+}
+
+/**
+ * One request while it waits and while its batch runs. It owns the request's
+ * stopper and settles the request's promise exactly once.
+ */
+class Member {
+  readonly key: string;
+  readonly stopper: SequenceStopper;
+  readonly tokens: Token[] = [];
+  /** Set once the request is over for its client, whether or not its batch still decodes it. */
+  finished: FinishReason | undefined;
+  promptTokens = 0;
+
+  constructor(
+    readonly request: BatchRequest,
+    private readonly resolve: (outcome: BatchOutcome) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {
+    this.key = batchKey(request.options);
+    this.stopper = new SequenceStopper(request.options);
+  }
+
+  /** Passes released tokens on; a listener that throws fails only its own request. */
+  release(tokens: Token[]): void {
+    for (const token of tokens) {
+      if (this.finished) return;
+      this.tokens.push(token);
+      try {
+        this.request.onToken?.(token);
+      } catch (error) {
+        this.fail(error);
+      }
+    }
+  }
+
+  finish(reason: FinishReason): void {
+    if (this.finished) return;
+    this.finished = reason;
+    this.resolve({ tokens: this.tokens, finishReason: reason, promptTokens: this.promptTokens });
+  }
+
+  fail(error: unknown): void {
+    if (this.finished) return;
+    this.finished = "error";
+    this.reject(error);
+  }
+}
+
+/**
+ * Gathers one model's completion requests (chat and text, streaming or not)
+ * and decodes those that wait together with one `batchGenerate` call, which
+ * backends run as one batch taking one slot of the model's queue. The first
+ * request starts at once; whatever arrives while the slots are busy forms the
+ * next batches, grouped by `batchKey`, at most `maxBatch` each.
+ *
+ * Each request is stopped on its own `maxTokens` and stop strings here, so it
+ * ends for its client as soon as it is done. `batchGenerate` has one signal for
+ * the whole batch, so a request that is done or whose client disconnected is
+ * still decoded (its tokens dropped) until the batch ends; once every request
+ * of a batch is over, the batch is aborted.
  */
 export class Batcher {
-  private readonly pending: BatchItem[] = [];
+  private readonly pending: Member[] = [];
   private draining = false;
   /** Sizes of the batches run so far (for metrics and tests). */
   readonly batchSizes: number[] = [];
@@ -43,28 +121,33 @@ export class Batcher {
     private readonly queue: SlotQueue,
     private readonly maxBatch: number,
     private readonly onBatch?: (size: number) => void,
+    /** Used for chat prompts instead of the model's own template. */
+    private readonly chatTemplate?: string,
   ) {}
 
-  submit(prompt: string, options: GenerateOptions, signal: AbortSignal): Promise<BatchResult> {
+  submit(request: BatchRequest): Promise<BatchOutcome> {
+    const { signal } = request;
     if (signal.aborted) return Promise.reject(abortedError(signal.reason));
     this.queue.checkRoom();
-    return new Promise<BatchResult>((resolve, reject) => {
-      const item: BatchItem = { prompt, key: JSON.stringify(options), options, signal, resolve, reject };
-      signal.addEventListener(
-        "abort",
-        () => {
-          const at = this.pending.indexOf(item);
-          if (at < 0) return; // already in a running batch; it ends when all of its clients are gone
-          this.pending.splice(at, 1);
-          this.queue.heldElsewhere--;
-          reject(abortedError(signal.reason));
-        },
-        { once: true },
-      );
-      this.pending.push(item);
+    return new Promise<BatchOutcome>((resolve, reject) => {
+      const member = new Member(request, resolve, reject);
+      signal.addEventListener("abort", () => this.disconnect(member), { once: true });
+      this.pending.push(member);
       this.queue.heldElsewhere++;
       void this.drain();
     });
+  }
+
+  private disconnect(member: Member): void {
+    const at = this.pending.indexOf(member);
+    if (at >= 0) {
+      this.pending.splice(at, 1);
+      this.queue.heldElsewhere--;
+      member.fail(abortedError(member.request.signal.reason));
+      return;
+    }
+    // Running: its remaining tokens are dropped; the batch learns of it through its own signal.
+    member.finish("abort");
   }
 
   private async drain(): Promise<void> {
@@ -73,41 +156,98 @@ export class Batcher {
     try {
       while (this.pending.length > 0) {
         const release = await this.queue.acquire(new AbortController().signal, true);
-        const key = this.pending[0]?.key;
-        const batch: BatchItem[] = [];
-        for (let i = 0; i < this.pending.length && batch.length < this.maxBatch; ) {
-          if (this.pending[i]!.key === key) batch.push(...this.pending.splice(i, 1));
-          else i++;
-        }
-        this.queue.heldElsewhere -= batch.length;
-        try {
-          if (batch.length > 0) await this.run(batch);
-        } finally {
+        const batch = this.takeBatch();
+        if (batch.length === 0) {
           release();
+          continue;
         }
+        // Not awaited: with several slots, the next batch may start while this one runs.
+        void this.run(batch).finally(release);
       }
     } finally {
       this.draining = false;
     }
   }
 
-  private async run(batch: BatchItem[]): Promise<void> {
+  /** The oldest waiting request and those after it with the same key, up to `maxBatch`. */
+  private takeBatch(): Member[] {
+    const key = this.pending[0]?.key;
+    const batch: Member[] = [];
+    for (let i = 0; i < this.pending.length && batch.length < this.maxBatch; ) {
+      if (this.pending[i]!.key === key) batch.push(...this.pending.splice(i, 1));
+      else i++;
+    }
+    this.queue.heldElsewhere -= batch.length;
+    return batch;
+  }
+
+  private async run(batch: Member[]): Promise<void> {
     this.batchSizes.push(batch.length);
     this.onBatch?.(batch.length);
+    for (const member of batch) member.promptTokens = promptTokensOf(this.model, member.request.prompt, this.chatTemplate);
+    const controller = new AbortController();
+    const abortWhenAllOver = () => {
+      if (batch.every((m) => m.finished) && !controller.signal.aborted) controller.abort(new Error("every request of the batch is over"));
+    };
+    for (const member of batch) member.request.signal.addEventListener("abort", abortWhenAllOver, { once: true });
+    abortWhenAllOver();
+    const onToken = (index: number, token: Token) => {
+      const member = batch[index];
+      if (!member || member.finished) return;
+      member.release(member.stopper.push(token));
+      if (member.stopper.done) member.finish(member.stopper.done);
+      abortWhenAllOver();
+    };
+    let results: BatchResult[];
     try {
-      const signal = allAborted(batch.map((b) => b.signal));
-      const results = await this.model.batchGenerate(
-        batch.map((b) => b.prompt),
-        { ...batch[0]!.options, signal },
+      results = await this.model.batchGenerate(
+        batch.map((m) => m.request.prompt),
+        { ...batch[0]!.request.options, ...this.sharedLimits(batch), signal: controller.signal, onToken },
       );
-      batch.forEach((item, i) => {
-        const result = results[i];
-        if (!result) item.reject(new Error("the backend returned fewer batch results than prompts"));
-        else if (result.error) item.reject(result.error);
-        else item.resolve(result);
-      });
     } catch (error) {
-      for (const item of batch) item.reject(error);
+      for (const member of batch) member.fail(error);
+      return;
+    } finally {
+      for (const member of batch) member.request.signal.removeEventListener("abort", abortWhenAllOver);
     }
+    const alone = batch.length === 1;
+    batch.forEach((member, i) => {
+      if (member.finished) return;
+      const result = results[i];
+      if (!result) return member.fail(new Error("the backend returned fewer batch results than prompts"));
+      if (result.error) return member.fail(result.error);
+      member.release(member.stopper.flush());
+      // Without a tokenizer, a request alone in its batch can still read its prompt size from the model's metrics.
+      if (alone && member.promptTokens === 0) member.promptTokens = this.model.metrics().promptTokens;
+      member.finish(result.finishReason);
+    });
+  }
+
+  /**
+   * The batch stops each prompt at the largest `maxTokens` of its requests
+   * (unbounded if any request is), with no stop strings: each request's own
+   * limits are applied to its tokens as they arrive.
+   */
+  private sharedLimits(batch: Member[]): GenerateOptions {
+    const limits = batch.map((m) => m.request.options.maxTokens);
+    const maxTokens = limits.every((n) => n !== undefined) ? Math.max(...limits) : undefined;
+    return { maxTokens, stopStrings: undefined, chatTemplate: this.chatTemplate };
+  }
+}
+
+/**
+ * Prompt tokens counted with the model's tokenizer, when it exposes one (a
+ * chat template may repeat the BOS that encoding adds; then this counts one
+ * more than the backend). Without a tokenizer, 0: the batch's metrics sum all
+ * of its prompts.
+ */
+function promptTokensOf(model: TextModel, prompt: BatchPrompt, chatTemplate: string | undefined): number {
+  if (!isTokenizerModel(model)) return 0;
+  try {
+    const text = typeof prompt === "string" ? prompt : model.applyChatTemplate(prompt, { addGenerationPrompt: true, chatTemplate });
+    return model.encode(text).length;
+  } catch {
+    // The batch reports this prompt's failure itself.
+    return 0;
   }
 }

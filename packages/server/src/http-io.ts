@@ -75,6 +75,11 @@ export class SseWriter {
     if (!this.closed) this.res.write(`data: ${JSON.stringify(data)}\n\n`);
   }
 
+  /** Ends the stream without [DONE] (after an in-band error). */
+  end(): void {
+    if (!this.closed) this.res.end();
+  }
+
   done(): void {
     if (this.closed) return;
     this.res.write("data: [DONE]\n\n");

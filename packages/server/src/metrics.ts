@@ -81,7 +81,7 @@ export class ServerMetrics {
         "Request latency from arrival to the last byte.",
         this.latency.lines("infer_request_duration_seconds"),
       ),
-      ...block("infer_batches_total", "counter", "batchGenerate calls run for non-streaming completions.", this.batches.lines("infer_batches_total")),
+      ...block("infer_batches_total", "counter", "batchGenerate calls run for completions.", this.batches.lines("infer_batches_total")),
       ...block(
         "infer_batched_requests_total",
         "counter",

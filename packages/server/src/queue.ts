@@ -2,6 +2,8 @@ import { abortedError } from "@infer/core";
 import { HttpError } from "./errors.js";
 
 interface Waiter {
+  /** False for work admitted earlier whose requests are counted in `heldElsewhere` already. */
+  counted: boolean;
   grant: (release: () => void) => void;
   reject: (error: unknown) => void;
 }
@@ -27,7 +29,11 @@ export class SlotQueue {
   }
 
   get depth(): number {
-    return this.waiting.length + this.heldElsewhere;
+    return this.countedWaiting() + this.heldElsewhere;
+  }
+
+  private countedWaiting(): number {
+    return this.waiting.filter((w) => w.counted).length;
   }
 
   /** Requests waiting elsewhere (a batch being gathered) that count against `maxQueue` too. */
@@ -35,7 +41,7 @@ export class SlotQueue {
 
   /** Throws 429 when no request may join the wait. */
   checkRoom(): void {
-    const waiting = this.waiting.length + this.heldElsewhere;
+    const waiting = this.countedWaiting() + this.heldElsewhere;
     if (this.running >= this.slots && waiting >= this.maxQueue) {
       throw new HttpError(
         429,
@@ -50,7 +56,8 @@ export class SlotQueue {
 
   /**
    * Resolves with a release function once a slot is free. `admitted` skips
-   * the room check for work that was admitted earlier (a gathered batch).
+   * the room check and the queue depth for work that was admitted earlier
+   * (a gathered batch, whose requests `heldElsewhere` counts).
    */
   acquire(signal: AbortSignal, admitted = false): Promise<() => void> {
     if (signal.aborted) return Promise.reject(abortedError(signal.reason));
@@ -67,6 +74,7 @@ export class SlotQueue {
     }
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
+        counted: !admitted,
         grant: (release) => {
           signal.removeEventListener("abort", onAbort);
           resolve(release);

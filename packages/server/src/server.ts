@@ -20,16 +20,20 @@ export interface ServerOptions {
   /** Largest accepted request body in bytes; more gets 413 (default 4 MiB). */
   maxBodyBytes?: number;
   /**
-   * Generations per model at once (default 1). BaseTextModel runs one call at a
-   * time, so more only helps backends whose models decode calls together.
+   * Generations (batches) per model at once (default 1). BaseTextModel runs one
+   * call at a time, so more only helps backends whose models decode calls together.
    */
   parallel?: number;
   /**
-   * Most non-streaming text completions decoded together in one
-   * `batchGenerate` (default 8; 1 turns batching off). Requests batch when
-   * they wait for the same model with equal options.
+   * Most completions (chat and text, streaming or not) decoded together in
+   * one `batchGenerate` (default 8; 1 turns batching off: each request then
+   * runs alone in a slot). Requests batch when they wait for the same model
+   * with equal batch-wide options (sampling, seed, logprobs, response_format);
+   * `max_tokens` and `stop` may differ.
    */
   maxBatch?: number;
+  /** Jinja chat templates by model name, used instead of (or for models without) the model's own. */
+  chatTemplates?: Record<string, string>;
   /** Receives one line per finished request (default: nothing). */
   log?: (line: string) => void;
 }
@@ -58,6 +62,9 @@ const DEFAULT_MAX_BATCH = 8;
 export function createServer(options: ServerOptions): InferServer {
   const names = Object.keys(options.models);
   if (names.length === 0) throw new TypeError("createServer needs at least one model in `models`");
+  for (const name of Object.keys(options.chatTemplates ?? {})) {
+    if (!names.includes(name)) throw new TypeError(`chatTemplates names '${name}', which is not in \`models\``);
+  }
   const created = Math.floor(Date.now() / 1000);
   const metrics = new ServerMetrics();
   const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
@@ -65,7 +72,9 @@ export function createServer(options: ServerOptions): InferServer {
     names.map((name) => {
       const model = options.models[name]!;
       const queue = new SlotQueue(options.parallel ?? 1, options.maxQueue ?? DEFAULT_MAX_QUEUE);
-      return [name, { name, model, queue, batcher: maxBatch > 1 ? new Batcher(model, queue, maxBatch, (size) => metrics.countBatch(name, size)) : undefined }];
+      const chatTemplate = options.chatTemplates?.[name];
+      const batcher = maxBatch > 1 ? new Batcher(model, queue, maxBatch, (size) => metrics.countBatch(name, size), chatTemplate) : undefined;
+      return [name, { name, model, queue, batcher, chatTemplate }];
     }),
   );
   const inFlight = new Set<AbortController>();

@@ -74,12 +74,20 @@ export class FakeModel extends BaseTextModel {
     return prompts.map(() => ({ token: { id: 0, text: this.answer[0]! } }));
   }
 
-  /** Prompt lists of every batchGenerate call. */
+  /** Prompt lists of every batchGenerate call (chat prompts as rendered). */
   batches: string[][] = [];
+  /** The options of every batchGenerate call, in order. */
+  batchOptions: ResolvedGenerateOptions[] = [];
 
-  protected async runBatch(inputs: PromptInput[], options: ResolvedGenerateOptions, signal: AbortSignal): Promise<BatchResult[]> {
+  protected async runBatch(
+    inputs: PromptInput[],
+    options: ResolvedGenerateOptions,
+    signal: AbortSignal,
+    onToken?: (index: number, token: Token) => void,
+  ): Promise<BatchResult[]> {
     const prompts = inputs.map((input) => input.text);
     this.batches.push(prompts);
+    this.batchOptions.push(options);
     this.lastOptions = options;
     this.lastPrompt = prompts.at(-1);
     const results: BatchResult[] = prompts.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
@@ -97,7 +105,10 @@ export class FakeModel extends BaseTextModel {
       }
       stoppers.forEach((stopper, i) => {
         if (results[i]!.error || stopper.done) return;
-        for (const token of stopper.push({ id: step, text: this.answer[step]! })) results[i]!.tokens.push(token);
+        for (const token of stopper.push({ id: step, text: this.answer[step]! })) {
+          results[i]!.tokens.push(token);
+          onToken?.(i, token);
+        }
         if (stopper.done) results[i]!.finishReason = stopper.done;
       });
     }
@@ -105,7 +116,9 @@ export class FakeModel extends BaseTextModel {
       if (!stopper.done) results[i]!.tokens.push(...stopper.flush());
       results[i]!.text = results[i]!.tokens.map((t) => t.text).join("");
     });
-    this.lastMetrics = makeMetrics({ promptTokens: prompts.length, generatedTokens: 0, prefillMs: 0, decodeMs: 1, totalMs: 1 });
+    // Like the stream: a prompt's words are its tokens; a batch sums them.
+    const promptTokens = prompts.reduce((n, p) => n + p.split(/\s+/).filter(Boolean).length, 0);
+    this.lastMetrics = makeMetrics({ promptTokens, generatedTokens: 0, prefillMs: 0, decodeMs: 1, totalMs: 1 });
     return results;
   }
 

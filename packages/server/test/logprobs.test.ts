@@ -24,7 +24,10 @@ const { writeRandomGguf } = (await import("@infer/wasm/testing" as string)) as {
 const CHAT_TEMPLATE =
   "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
 
-/** The random model has no chat template of its own: this view of it passes one with every chat call. */
+/**
+ * The random model has no chat template of its own: this view of it passes one
+ * with every direct chat call (the server is given it through `chatTemplates`).
+ */
 function withChatTemplate(model: TextModel): TextModel {
   return new Proxy(model, {
     get(target, key) {
@@ -90,7 +93,7 @@ describe("logprobs over a random wasm model", () => {
     const path = join(dir, "qwen2.gguf");
     await writeRandomGguf(path, { architecture: "qwen2", seed: 1 });
     model = withChatTemplate(await loadModel(path, { backend: "wasm", threads: 1 }));
-    server = createServer({ models: { random: model, fake: new FakeModel() } });
+    server = createServer({ models: { random: model, fake: new FakeModel() }, chatTemplates: { random: CHAT_TEMPLATE } });
     const { url } = await server.listen(0, "127.0.0.1");
     openai = new OpenAI({ apiKey: "none", baseURL: `${url}/v1`, maxRetries: 0 });
   });

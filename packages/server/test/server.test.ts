@@ -124,7 +124,10 @@ describe("concurrency, queueing and aborts", () => {
         }),
       );
       assert.deepEqual(texts, Array(20).fill(FULL));
-      assert.equal(model.started, 20);
+      // Streams that wait together share batchGenerate calls: every prompt decoded once, in fewer calls.
+      assert.equal(model.started, 0, "no request ran alone through chat()");
+      assert.deepEqual(model.batches.flat().sort(), Array.from({ length: 20 }, (_, i) => `user: n${i}\nassistant:`).sort());
+      assert.ok(model.batches.length < 20, `${model.batches.length} batches for 20 requests`);
     } finally {
       await server.close();
     }
@@ -161,15 +164,21 @@ describe("concurrency, queueing and aborts", () => {
     const { server, url } = await start({ models: { story: model } });
     try {
       const openai = client(url);
-      const ask = (prompt: string, max_tokens: number) => openai.completions.create({ model: "story", prompt, max_tokens, temperature: 0 });
+      const ask = (prompt: string, max_tokens: number, temperature = 0) => openai.completions.create({ model: "story", prompt, max_tokens, temperature });
       const first = ask("p0", 5);
       // Once p0 is decoding (9 steps of 40 ms), the next three wait for it together.
       while (model.batches.length === 0) await new Promise((r) => setTimeout(r, 2));
-      const rest = await Promise.all([ask("p1", 5), ask("p2", 2), ask("p3", 5)]);
+      const rest = await Promise.all([ask("p1", 5), ask("p2", 2, 0.5), ask("p3", 2)]);
       const texts = [await first, ...rest].map((c) => c.choices[0]!.text);
-      assert.deepEqual(texts, ["Once upon a time there", "Once upon a time there", "Once upon", "Once upon a time there"]);
-      // p2 asked for other options, so it cannot share p1 and p3's batch.
+      assert.deepEqual(texts, ["Once upon a time there", "Once upon a time there", "Once upon", "Once upon"]);
+      assert.deepEqual(
+        rest.map((c) => c.choices[0]!.finish_reason),
+        ["length", "length", "length"],
+      );
+      // p2 samples at another temperature, so it cannot share p1 and p3's batch; p3's other max_tokens can.
       assert.deepEqual(model.batches, [["p0"], ["p1", "p3"], ["p2"]]);
+      // The shared batch runs to the larger limit; the server stops p3 at its own.
+      assert.equal(model.batchOptions[1]!.maxTokens, 5);
       const text = await (await fetch(`${url}/metrics`)).text();
       assert.match(text, /^infer_batches_total\{model="story"\} 3$/m);
       assert.match(text, /^infer_batched_requests_total\{model="story"\} 4$/m);

@@ -1,7 +1,7 @@
 /** loadTransformer: a GGUF file or a Hugging Face folder to a ready Transformer. */
 import { stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { InferenceError } from "@infer/core";
+import { InferenceError, isInferenceError } from "@infer/core";
 import { GgmlType, type Kernels } from "../kernels/types.js";
 import { parseGguf, type GgufFile } from "../formats/gguf.js";
 import { readWholeFile, type FileBufferAllocator } from "../formats/read-file.js";
@@ -67,11 +67,23 @@ async function detectFormat(path: string): Promise<{ format: "gguf" } | { format
  * copy of the weights in all). When weights are re-encoded at load the file is
  * only a source: it goes to ordinary memory, collected after loading.
  */
-function fileMemory(options: LoadOptions, held: Uint8Array[]): FileBufferAllocator | undefined {
+function fileMemory(options: LoadOptions, held: Uint8Array[], path: string): FileBufferAllocator | undefined {
   const kernels = options.kernels;
   if (options.quantize !== undefined || !kernels?.allocate) return undefined;
   return (byteLength) => {
-    const view = kernels.allocate!(byteLength, 64);
+    let view: Uint8Array;
+    try {
+      view = kernels.allocate!(byteLength, 64);
+    } catch (error) {
+      if (!isInferenceError(error, "UNSUPPORTED")) throw error;
+      // The kernels' 32-bit memory cannot hold the file: say which file, and what still runs it.
+      throw new InferenceError(
+        "UNSUPPORTED",
+        `${path}: ${byteLength} bytes do not fit the WebAssembly kernels' memory (at most 4 GiB with everything else); ` +
+          "the reference kernels (INFER_WASM_KERNELS=reference) have no such limit but are far slower",
+        { cause: error, details: { file: path, bytes: byteLength } },
+      );
+    }
     held.push(view);
     return view;
   };
@@ -92,7 +104,7 @@ function weightOptions(options: LoadOptions, held: Uint8Array[]): WeightOptions 
 }
 
 async function loadGguf(path: string, options: LoadOptions, held: Uint8Array[]): Promise<LoadedTransformer> {
-  const gguf = parseGguf(await readWholeFile(path, "GGUF", fileMemory(options, held)), path);
+  const gguf = parseGguf(await readWholeFile(path, "GGUF", fileMemory(options, held, path)), path);
   const archValue = gguf.metadata.get("general.architecture");
   const archName = archValue?.type === GgufValueType.STRING ? archValue.value : "";
   const architecture = findArchitecture("gguf", archName ? [archName] : [], path);
@@ -111,7 +123,7 @@ async function loadGguf(path: string, options: LoadOptions, held: Uint8Array[]):
 }
 
 async function loadHf(folder: string, options: LoadOptions, held: Uint8Array[]): Promise<LoadedTransformer> {
-  const hf: HfFolder = await openHfFolder(folder, fileMemory(options, held));
+  const hf: HfFolder = await openHfFolder(folder, fileMemory(options, held, folder));
   const configFile = join(folder, "config.json");
   const names = [hf.config.model_type, ...(Array.isArray(hf.config.architectures) ? hf.config.architectures : [])]
     .filter((name): name is string => typeof name === "string");

@@ -1,7 +1,7 @@
-import { abortedError, type FinishReason, InferenceError, type Token, type TokenLogprob } from "@infer/core";
+import { abortedError, type FinishReason, InferenceError, scoreToken, type Token } from "@infer/core";
 import type { LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { assertPromptFits, type DecodeRequest, type DecodeTimings, prefillAbortably, prepareSequence } from "./decode.js";
-import { LogitSampler, topIds } from "./logit-sampler.js";
+import { LogitSampler } from "./logit-sampler.js";
 import { asLlamaTokens } from "./runtime.js";
 import { TokenTextStream } from "./token-text.js";
 
@@ -53,7 +53,7 @@ export async function* decodeWithLogprobs(
     }
     timings.generated++;
     history.push(id);
-    scored.push(scoreStep(logits, id, request.logprobs, alternativeText));
+    scored.push(scoreToken(logits, id, request.logprobs, alternativeText));
     yield* attach(text.push(id));
     if (request.maxTokens !== undefined && timings.generated >= request.maxTokens) {
       yield* attach(text.flush());
@@ -93,31 +93,4 @@ export function denseLogits(logits: Map<number, number> | undefined, vocabSize: 
   const dense = new Float32Array(vocabSize);
   for (const [id, value] of logits) dense[id] = value;
   return dense;
-}
-
-/** log softmax of `logits` at `id` and at the `count` most likely ids, in nats. */
-export function scoreStep(
-  logits: Float32Array,
-  id: number,
-  count: number,
-  textOf: (id: number) => string,
-): Pick<Token, "logprob" | "topLogprobs"> {
-  const logNorm = logSumExp(logits);
-  const scored: Pick<Token, "logprob" | "topLogprobs"> = { logprob: logits[id]! - logNorm };
-  if (count > 0) {
-    scored.topLogprobs = topIds(logits, count).map(
-      (alt): TokenLogprob => ({ id: alt, text: textOf(alt), logprob: logits[alt]! - logNorm }),
-    );
-  }
-  return scored;
-}
-
-/** log(sum(exp(x))) in double precision, shifted by the maximum so no term overflows. */
-export function logSumExp(values: Float32Array): number {
-  let max = -Infinity;
-  for (const v of values) if (v > max) max = v;
-  if (max === -Infinity) return -Infinity;
-  let total = 0;
-  for (const v of values) total += Math.exp(v - max);
-  return max + Math.log(total);
 }

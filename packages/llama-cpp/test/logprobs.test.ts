@@ -22,7 +22,7 @@ import {
 } from "@infer/core";
 import "../src/index.js";
 import type { LlamaCppModel } from "../src/index.js";
-import { LogitSampler, seededUniform, topIds } from "../src/logit-sampler.js";
+import { LogitSampler } from "../src/logit-sampler.js";
 import { skipWithoutStories, STORIES_EXPECTED, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
 import { loadWasmKit, wasmBuildMissing } from "./wasm-link.js";
 
@@ -268,21 +268,6 @@ describe("llama_cpp logprobs on a random GGUF model agree with the wasm engine's
 });
 
 describe("the logprobs path's sampler", () => {
-  test("topIds: the k largest, best first, lower id first on ties", () => {
-    const random = seededUniform(3);
-    for (let round = 0; round < 50; round++) {
-      // Few distinct values, so ties are common.
-      const values = Float32Array.from({ length: 40 }, () => Math.floor(random() * 8));
-      const k = 1 + Math.floor(random() * 12);
-      const reference = Array.from(values.keys())
-        .sort((a, b) => values[b]! - values[a]! || a - b)
-        .slice(0, k);
-      assert.deepEqual(topIds(values, k), reference);
-    }
-    assert.deepEqual(topIds(Float32Array.of(1, 2), 5), [1, 0]);
-    assert.deepEqual(topIds(Float32Array.of(1, 2), 0), []);
-  });
-
   /** Draw frequencies of 4000 samples of `probs` (as logits) with these filters. */
   function frequencies(probs: number[], settings: Partial<ConstructorParameters<typeof LogitSampler>[0]>): number[] {
     const sampler = new LogitSampler({

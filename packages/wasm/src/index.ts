@@ -4,7 +4,6 @@ import { wasmBackend } from "./model/backend.js";
 
 export { loadWasmModel, wasmBackend, type WasmLoadOptions } from "./model/backend.js";
 export { WasmModel } from "./model/wasm-model.js";
-export { Rng, sampleToken, type SamplerSettings } from "./model/sampler.js";
 export { loadTokenizer, StreamDecoder, renderChat, type Tokenizer } from "./tokenizer/index.js";
 export { loadTransformer, Transformer, KVCache, type ForwardBatch, type ModelConfig } from "./engine/transformer.js";
 export { referenceKernels } from "./kernels/reference.js";

@@ -1,6 +1,14 @@
-import { InferenceError, SequenceStopper, type FinishReason, type Token } from "@infer/core";
+import {
+  type FinishReason,
+  InferenceError,
+  Rng,
+  type SamplerSettings,
+  sampleToken,
+  scoreToken,
+  SequenceStopper,
+  type Token,
+} from "@infer/core";
 import type { KVCache, Transformer } from "../engine/transformer.js";
-import { Rng, sampleToken, topKIndices, type SamplerSettings } from "./sampler.js";
 
 /** What the decoding loop needs from a tokenizer. */
 export interface StreamingDetokenizer {
@@ -69,9 +77,8 @@ export class Sequence {
     const { sampler } = this.request;
     const recent = sampler.repeatPenalty !== 1 ? this.recentIds(sampler.repeatLastN) : [];
     if (this.request.captureLogits) this.lastLogits = Float32Array.from(logits);
-    // Log-probabilities describe the model's distribution, so they are read before sampling changes the logits.
-    const scoring = this.request.logprobs === undefined ? undefined : logSoftmaxScorer(logits);
-    const alternatives = scoring && this.request.logprobs ? topKIndices(logits, this.request.logprobs) : [];
+    // Log-probabilities describe the model's distribution: kept from before the penalty changes the logits.
+    const raw = this.request.logprobs === undefined ? undefined : Float32Array.from(logits);
     const id = sampleToken(logits, sampler, this.rng, recent);
     this.advance(this.pending.length);
     this.inPrompt = false;
@@ -86,13 +93,7 @@ export class Sequence {
     let text = this.request.detokenizer.push(id);
     if (last) text += this.request.detokenizer.flush();
     const token: Token = { id, text };
-    if (scoring) {
-      token.logprob = scoring(id);
-      if (alternatives.length > 0) {
-        const name = this.request.tokenText ?? String;
-        token.topLogprobs = alternatives.map((alt) => ({ id: alt, text: name(alt), logprob: scoring(alt) }));
-      }
-    }
+    if (raw) Object.assign(token, scoreToken(raw, id, this.request.logprobs!, this.request.tokenText ?? String));
     const released = this.stopper.push(token);
     this.tokens.push(...released);
     this.ready.push(...released);
@@ -125,17 +126,6 @@ export class Sequence {
     this.ready.push(...rest);
     this.finishReason = reason;
   }
-}
-
-/** log softmax(logits)[id], with the normaliser computed once per step. */
-function logSoftmaxScorer(logits: Float32Array): (id: number) => number {
-  let max = -Infinity;
-  for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
-  let sum = 0;
-  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! - max);
-  const logNorm = max + Math.log(sum);
-  const raw = Float32Array.from(logits);
-  return (id) => raw[id]! - logNorm;
 }
 
 export interface StepTimings {

@@ -16,6 +16,7 @@ import {
   type PromptInput,
   ProbeBus,
   randomSeed,
+  type SamplerSettings,
   type ResolvedGenerateOptions,
   summarizeLogits,
   type Token,
@@ -25,7 +26,6 @@ import {
 import type { KVCache, Transformer } from "../engine/transformer.js";
 import type { Tokenizer } from "../tokenizer/types.js";
 import { utf8Decode } from "../tokenizer/stream-decoder.js";
-import type { SamplerSettings } from "./sampler.js";
 import { DecodeScheduler, type Sequence, type SequenceRequest } from "./scheduler.js";
 
 export interface WasmModelParts {

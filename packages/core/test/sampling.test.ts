@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { applyRepeatPenalty, argmax, Rng, sampleToken, topKIndices, type SamplerSettings } from "../../src/model/sampler.js";
+import { applyRepeatPenalty, argmax, Rng, sampleToken, scoreToken, topKIndices, type SamplerSettings } from "../src/sampling.js";
 
 const settings = (over: Partial<SamplerSettings> = {}): SamplerSettings => ({
   temperature: 1,
@@ -81,4 +81,34 @@ test("seeded sampling is deterministic", () => {
     return Array.from({ length: 20 }, () => sampleToken(Float32Array.from(logits), settings({ topK: 40 }), rng));
   };
   assert.deepEqual(run(123), run(123));
+});
+
+test("top-k on ties: the k largest, best first, lower id first", () => {
+  const rng = new Rng(3);
+  for (let round = 0; round < 50; round++) {
+    // Few distinct values, so ties are common.
+    const values = Float32Array.from({ length: 40 }, () => Math.floor(rng.nextFloat() * 8));
+    const k = 1 + Math.floor(rng.nextFloat() * 12);
+    const reference = Array.from(values.keys())
+      .sort((a, b) => values[b]! - values[a]! || a - b)
+      .slice(0, k);
+    assert.deepEqual(topKIndices(values, k), reference);
+  }
+  assert.deepEqual(topKIndices(Float32Array.of(1, 2), 5), [1, 0]);
+});
+
+test("scoreToken: log softmax of the chosen id and the best alternatives", () => {
+  const logits = Float32Array.of(2, 0, 1, -1);
+  const norm = Math.log(Math.exp(2) + 1 + Math.exp(1) + Math.exp(-1));
+  const scored = scoreToken(logits, 2, 2, (id) => `t${id}`);
+  assert.ok(Math.abs(scored.logprob! - (1 - norm)) < 1e-6);
+  assert.deepEqual(
+    scored.topLogprobs!.map((alt) => [alt.id, alt.text]),
+    [
+      [0, "t0"],
+      [2, "t2"],
+    ],
+  );
+  assert.ok(Math.abs(scored.topLogprobs![0]!.logprob - (2 - norm)) < 1e-6);
+  assert.equal(scoreToken(logits, 0, 0, String).topLogprobs, undefined);
 });

@@ -1,7 +1,10 @@
+import type { Token, TokenLogprob } from "./types.js";
+
 /**
  * The sampler: turns one row of logits into a token id. It is kept apart from
- * the forward pass (which only produces logits) so that every backend feature
- * that picks tokens (generate, classify, batch) shares one implementation.
+ * any forward pass (which only produces logits), and lives in the contract so
+ * every backend that samples in JavaScript (the wasm engine; llama_cpp when it
+ * reports log-probabilities) picks tokens the same way.
  *
  * Order of steps follows llama.cpp's default chain: repeat penalty, top-k,
  * top-p, min-p, temperature, then a draw. Temperature 0 is argmax after the
@@ -187,4 +190,37 @@ export function sampleToken(
     if (r < 0) return candidates[i]!;
   }
   return candidates[candidates.length - 1]!;
+}
+
+/**
+ * log softmax(logits)[id] in nats, with the normaliser computed once. The
+ * scorer reads `logits` when called: do not change them in between.
+ */
+export function logProbabilities(logits: ArrayLike<number>): (id: number) => number {
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! - max);
+  const logNorm = max + Math.log(sum);
+  return (id) => logits[id]! - logNorm;
+}
+
+/**
+ * What `GenerateOptions.logprobs` attaches to a token: its log-probability and
+ * the `alternatives` most likely tokens (best first), from raw logits.
+ */
+export function scoreToken(
+  logits: Float32Array,
+  id: number,
+  alternatives: number,
+  textOf: (id: number) => string,
+): Pick<Token, "logprob" | "topLogprobs"> {
+  const score = logProbabilities(logits);
+  const scored: Pick<Token, "logprob" | "topLogprobs"> = { logprob: score(id) };
+  if (alternatives > 0) {
+    scored.topLogprobs = topKIndices(logits, alternatives).map(
+      (alt): TokenLogprob => ({ id: alt, text: textOf(alt), logprob: score(alt) }),
+    );
+  }
+  return scored;
 }

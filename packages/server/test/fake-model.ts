@@ -67,6 +67,8 @@ export class FakeModel extends BaseTextModel {
   }
 
   protected renderChat(messages: Message[]): string {
+    // A way for tests to make one chat prompt of a batch fail to render.
+    if (messages.some((m) => m.content.includes("unrenderable"))) throw new InferenceError("NO_CHAT_TEMPLATE", "the fake template cannot render 'unrenderable'");
     return messages.map((m) => `${m.role}: ${m.content}`).join("\n") + "\nassistant:";
   }
 
@@ -78,6 +80,8 @@ export class FakeModel extends BaseTextModel {
   batches: string[][] = [];
   /** The options of every batchGenerate call, in order. */
   batchOptions: ResolvedGenerateOptions[] = [];
+  /** When set, the next batch waits for it before decoding: tests hold the model's slot this way. */
+  gate: Promise<void> | undefined;
 
   protected async runBatch(
     inputs: PromptInput[],
@@ -88,6 +92,9 @@ export class FakeModel extends BaseTextModel {
     const prompts = inputs.map((input) => input.text);
     this.batches.push(prompts);
     this.batchOptions.push(options);
+    const gate = this.gate;
+    this.gate = undefined;
+    await gate;
     this.lastOptions = options;
     this.lastPrompt = prompts.at(-1);
     const results: BatchResult[] = prompts.map(() => ({ tokens: [], text: "", finishReason: "stop" }));

@@ -32,16 +32,18 @@ export interface BatchOutcome {
 }
 
 /**
- * Options every request handles itself, whatever batch it rides in: the
- * server stops each request on its own `maxTokens` and stop strings, so they
- * need not match for requests to share a batch.
+ * Options each request handles itself, whatever batch it rides in: the
+ * server matches each request's own stop strings on its tokens, so they need
+ * not be equal for requests to share a batch. `maxTokens` must be: a backend
+ * ends a sequence at its limit by flushing a character left incomplete into
+ * the last token's text (wasm does), which no later cut can reproduce.
  */
-const PER_REQUEST: ReadonlySet<string> = new Set(["maxTokens", "stopStrings", "signal"]);
+const PER_REQUEST: ReadonlySet<string> = new Set(["stopStrings", "signal"]);
 
 /**
  * The grouping key: the options `batchGenerate` applies to the whole batch
- * (sampling, seed, logprobs, constraints). Requests batch together only when
- * these are equal, so nobody is decoded with someone else's settings.
+ * (sampling, seed, maxTokens, logprobs, constraints). Requests batch together
+ * only when these are equal, so nobody is decoded with someone else's settings.
  */
 export function batchKey(options: GenerateOptions): string {
   const shared = Object.entries(options)
@@ -104,11 +106,13 @@ class Member {
  * request starts at once; whatever arrives while the slots are busy forms the
  * next batches, grouped by `batchKey`, at most `maxBatch` each.
  *
- * Each request is stopped on its own `maxTokens` and stop strings here, so it
- * ends for its client as soon as it is done. `batchGenerate` has one signal for
- * the whole batch, so a request that is done or whose client disconnected is
- * still decoded (its tokens dropped) until the batch ends; once every request
- * of a batch is over, the batch is aborted.
+ * Each request's tokens pass through its own SequenceStopper (its stop
+ * strings and `maxTokens`, as `generate` applies them), so a request ends for
+ * its client as soon as its stopper says so. `batchGenerate` has one signal
+ * for the whole batch, so a request that is done or whose client disconnected
+ * is still decoded (its tokens dropped) until the batch ends; once every
+ * request of a batch is over, the batch is aborted. A request that ends on
+ * EOS is known to have ended only when its batch returns.
  */
 export class Batcher {
   private readonly pending: Member[] = [];
@@ -202,7 +206,8 @@ export class Batcher {
     try {
       results = await this.model.batchGenerate(
         batch.map((m) => m.request.prompt),
-        { ...batch[0]!.request.options, ...this.sharedLimits(batch), signal: controller.signal, onToken },
+        // No stop strings for the batch: each request's own are matched on its tokens as they arrive.
+        { ...batch[0]!.request.options, stopStrings: undefined, chatTemplate: this.chatTemplate, signal: controller.signal, onToken },
       );
     } catch (error) {
       for (const member of batch) member.fail(error);
@@ -221,17 +226,6 @@ export class Batcher {
       if (alone && member.promptTokens === 0) member.promptTokens = this.model.metrics().promptTokens;
       member.finish(result.finishReason);
     });
-  }
-
-  /**
-   * The batch stops each prompt at the largest `maxTokens` of its requests
-   * (unbounded if any request is), with no stop strings: each request's own
-   * limits are applied to its tokens as they arrive.
-   */
-  private sharedLimits(batch: Member[]): GenerateOptions {
-    const limits = batch.map((m) => m.request.options.maxTokens);
-    const maxTokens = limits.every((n) => n !== undefined) ? Math.max(...limits) : undefined;
-    return { maxTokens, stopStrings: undefined, chatTemplate: this.chatTemplate };
   }
 }
 

@@ -164,21 +164,22 @@ describe("concurrency, queueing and aborts", () => {
     const { server, url } = await start({ models: { story: model } });
     try {
       const openai = client(url);
-      const ask = (prompt: string, max_tokens: number, temperature = 0) => openai.completions.create({ model: "story", prompt, max_tokens, temperature });
+      const ask = (prompt: string, max_tokens: number, extra: { temperature?: number; stop?: string } = {}) =>
+        openai.completions.create({ model: "story", prompt, max_tokens, temperature: 0, ...extra });
       const first = ask("p0", 5);
       // Once p0 is decoding (9 steps of 40 ms), the next three wait for it together.
       while (model.batches.length === 0) await new Promise((r) => setTimeout(r, 2));
-      const rest = await Promise.all([ask("p1", 5), ask("p2", 2, 0.5), ask("p3", 2)]);
+      const rest = await Promise.all([ask("p1", 5), ask("p2", 5, { temperature: 0.5 }), ask("p3", 5, { stop: " time" })]);
       const texts = [await first, ...rest].map((c) => c.choices[0]!.text);
-      assert.deepEqual(texts, ["Once upon a time there", "Once upon a time there", "Once upon", "Once upon"]);
+      assert.deepEqual(texts, ["Once upon a time there", "Once upon a time there", "Once upon a time there", "Once upon a"]);
       assert.deepEqual(
         rest.map((c) => c.choices[0]!.finish_reason),
-        ["length", "length", "length"],
+        ["length", "length", "stop"],
       );
-      // p2 samples at another temperature, so it cannot share p1 and p3's batch; p3's other max_tokens can.
+      // p2 samples at another temperature, so it cannot share p1 and p3's batch; p3's own stop string can.
       assert.deepEqual(model.batches, [["p0"], ["p1", "p3"], ["p2"]]);
-      // The shared batch runs to the larger limit; the server stops p3 at its own.
-      assert.equal(model.batchOptions[1]!.maxTokens, 5);
+      // The server matches p3's stop string itself: the batch runs without any.
+      assert.deepEqual(model.batchOptions[1]!.stopStrings, []);
       const text = await (await fetch(`${url}/metrics`)).text();
       assert.match(text, /^infer_batches_total\{model="story"\} 3$/m);
       assert.match(text, /^infer_batched_requests_total\{model="story"\} 4$/m);

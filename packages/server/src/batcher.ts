@@ -230,16 +230,18 @@ export class Batcher {
 }
 
 /**
- * Prompt tokens counted with the model's tokenizer, when it exposes one (a
- * chat template may repeat the BOS that encoding adds; then this counts one
- * more than the backend). Without a tokenizer, 0: the batch's metrics sum all
- * of its prompts.
+ * Prompt tokens counted with the model's tokenizer, when it exposes one. A
+ * rendered chat template usually starts with BOS itself; encoding adds another,
+ * which backends drop, so it is not counted. Without a tokenizer, 0: the
+ * batch's metrics sum all of its prompts.
  */
 function promptTokensOf(model: TextModel, prompt: BatchPrompt, chatTemplate: string | undefined): number {
   if (!isTokenizerModel(model)) return 0;
   try {
-    const text = typeof prompt === "string" ? prompt : model.applyChatTemplate(prompt, { addGenerationPrompt: true, chatTemplate });
-    return model.encode(text).length;
+    if (typeof prompt === "string") return model.encode(prompt).length;
+    const ids = model.encode(model.applyChatTemplate(prompt, { addGenerationPrompt: true, chatTemplate }));
+    const [bos] = model.encode("");
+    return bos !== undefined && ids[0] === bos && ids[1] === bos ? ids.length - 1 : ids.length;
   } catch {
     // The batch reports this prompt's failure itself.
     return 0;

@@ -53,6 +53,7 @@ interface Streamed {
   text: string;
   finish: string | null;
   logprobs: OpenAI.Chat.Completions.ChatCompletionTokenLogprob[];
+  usage?: OpenAI.CompletionUsage;
 }
 
 interface ChatAsk {
@@ -70,6 +71,7 @@ async function streamChat(openai: OpenAI, r: ChatAsk): Promise<Streamed> {
     max_tokens: r.maxTokens,
     temperature: 0,
     stream: true,
+    stream_options: { include_usage: true },
     ...(r.stop === undefined ? {} : { stop: r.stop }),
     ...(r.top === undefined ? {} : { logprobs: true, top_logprobs: r.top }),
   });
@@ -79,6 +81,7 @@ async function streamChat(openai: OpenAI, r: ChatAsk): Promise<Streamed> {
     answer.text += choice?.delta.content ?? "";
     answer.finish = choice?.finish_reason ?? answer.finish;
     answer.logprobs.push(...(choice?.logprobs?.content ?? []));
+    answer.usage = chunk.usage ?? answer.usage;
   }
   return answer;
 }
@@ -141,6 +144,9 @@ test("concurrent streaming chats over a wasm model share batches and stream what
       assert.ok(expected.tokens.length > 0, `request ${i} generated nothing`);
       assert.equal(answers[i]!.text, expected.text, `request ${i}: streamed text`);
       assert.equal(answers[i]!.finish, expected.finishReason === "length" ? "length" : "stop", `request ${i}: finish reason`);
+      // Usage per request, though the batch's metrics sum its prompts: the server counts each with the tokenizer.
+      assert.equal(answers[i]!.usage?.prompt_tokens, expected.metrics.promptTokens, `request ${i}: prompt tokens`);
+      assert.equal(answers[i]!.usage?.completion_tokens, expected.tokens.length, `request ${i}: completion tokens`);
       if (r.top === undefined) assert.deepEqual(answers[i]!.logprobs, []);
       else assert.deepEqual(answers[i]!.logprobs, expectedEntries(expected.tokens), `request ${i}: logprobs`);
     }

@@ -217,7 +217,8 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     onToken?: (index: number, token: Token) => void,
   ): Promise<BatchResult[]> {
     const started = performance.now();
-    const seed = options.seed ?? randomSeed();
+    // A given seed is every sequence's (so each equals its single call); otherwise each draws its own.
+    const seedFor = () => options.seed ?? randomSeed();
     const results: BatchResult[] = inputs.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
     const waiting = inputs.map((_, i) => i);
     const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
@@ -231,7 +232,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
         const index = waiting.shift()!;
         try {
           const ids = this.promptIds(inputs[index]!);
-          running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seed)), index);
+          running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seedFor())), index);
           freeSlots.shift();
         } catch (error) {
           results[index] = { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) };

@@ -223,3 +223,11 @@ test("logprobs: each token's log-probability and alternatives, from the model's 
   const plain = await model.generateText("hello", { temperature: 0, maxTokens: 2, ignoreEos: true });
   assert.equal(plain.tokens[0]!.logprob, undefined);
 });
+
+test("unseeded sampling in a batch: each sequence draws its own seed", async () => {
+  await using model = await loadModel(paths.get("llama")!, { backend: "wasm" });
+  const prompts = Array.from({ length: 4 }, () => "same prompt");
+  const results = await model.batchGenerate(prompts, { temperature: 1.5, topK: 0, topP: 1, minP: 0, maxTokens: 12, ignoreEos: true });
+  const distinct = new Set(results.map((r) => r.tokens.map((t) => t.id).join(",")));
+  assert.ok(distinct.size > 1, "four hot samples of one prompt all came out identical");
+});

@@ -14,6 +14,7 @@ import {
   type PromptInput,
   register,
   type ResolvedGenerateOptions,
+  SequenceStopper,
   type Token,
 } from "@infer/core";
 import { type CliIO, main } from "../src/index.js";
@@ -62,8 +63,42 @@ export class FakeModel extends BaseTextModel {
   protected async runClassify(): Promise<ClassifyResult[]> {
     return [];
   }
-  protected async runBatch(): Promise<BatchResult[]> {
-    return [];
+  /** One scripted answer per input, streamed through onToken (the server batches requests through here). */
+  protected async runBatch(
+    inputs: PromptInput[],
+    options: ResolvedGenerateOptions,
+    signal: AbortSignal,
+    onToken?: (index: number, token: Token) => void,
+  ): Promise<BatchResult[]> {
+    const results: BatchResult[] = [];
+    for (const [index, input] of inputs.entries()) {
+      const stopper = new SequenceStopper(options);
+      const tokens: Token[] = [];
+      let finishReason: FinishReason = "stop";
+      const release = (released: Token[]) => {
+        tokens.push(...released);
+        for (const token of released) onToken?.(index, token);
+      };
+      const inner = this.stream(input, options, signal);
+      try {
+        for (;;) {
+          const step = await inner.next();
+          if (step.done) {
+            release(stopper.flush());
+            break;
+          }
+          release(stopper.push(step.value));
+          if (stopper.done) {
+            finishReason = stopper.done;
+            break;
+          }
+        }
+      } finally {
+        await inner.return("stop");
+      }
+      results.push({ tokens, text: tokens.map((t) => t.text).join(""), finishReason });
+    }
+    return results;
   }
   protected async dispose(): Promise<void> {}
 }

@@ -65,13 +65,15 @@ export abstract class BaseTextModel implements TextModel {
   /**
    * Per-input results, in order; use `SequenceStopper` for `maxTokens` and stop
    * strings of each sequence. Backends that decode step by step call `onToken`
-   * with each released token as it comes (the base delivers any they did not).
+   * with each released token as it comes and `onFinish` when a sequence ends
+   * (the base delivers whatever they did not, after the batch).
    */
   protected abstract runBatch(
     inputs: PromptInput[],
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
     onToken?: (index: number, token: Token) => void,
+    onFinish?: (index: number, result: BatchResult) => void,
   ): Promise<BatchResult[]>;
   /** Frees backend resources; called once. */
   protected abstract dispose(): Promise<void>;
@@ -115,15 +117,20 @@ export abstract class BaseTextModel implements TextModel {
   }
 
   async batchGenerate(prompts: BatchPrompt[], options?: BatchGenerateOptions): Promise<BatchResult[]> {
-    const { onToken, ...generateOptions } = options ?? {};
+    const { onToken, onFinish, ...generateOptions } = options ?? {};
     try {
       return await this.exclusive(async (signal) => {
         checkBatchPrompts(prompts);
-        if (onToken !== undefined && typeof onToken !== "function") {
-          throw invalid("batchGenerate option 'onToken' must be a function (index, token) => void");
+        for (const [name, value] of [
+          ["onToken", onToken],
+          ["onFinish", onFinish],
+        ] as const) {
+          if (value !== undefined && typeof value !== "function") {
+            throw invalid(`batchGenerate option '${name}' must be a function`);
+          }
         }
         const resolved = this.resolveOptions(generateOptions);
-        return this.batch(prompts, resolved, signal, onToken);
+        return this.batch(prompts, resolved, signal, { onToken, onFinish });
       }, options?.signal);
     } catch (error) {
       // Like generateText, an aborted batch resolves (err() keeps the ABORTED error).
@@ -135,14 +142,14 @@ export abstract class BaseTextModel implements TextModel {
   /**
    * Renders chat prompts (a failure fails only that prompt), runs the backend's
    * batch, and makes sure `onToken` sees every emitted token exactly once, in
-   * order: as the backend releases them, or after the batch for backends that
-   * do not stream their batches.
+   * order, and `onFinish` each prompt once after its tokens: as the backend
+   * reports them, or after the batch for backends that do not.
    */
   private async batch(
     prompts: BatchPrompt[],
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
-    onToken: BatchGenerateOptions["onToken"],
+    { onToken, onFinish }: Pick<BatchGenerateOptions, "onToken" | "onFinish">,
   ): Promise<BatchResult[]> {
     const results: BatchResult[] = new Array(prompts.length);
     const inputs: PromptInput[] = [];
@@ -156,22 +163,38 @@ export abstract class BaseTextModel implements TextModel {
       }
     }
     const delivered = new Array<number>(prompts.length).fill(0);
+    const finished = new Array<boolean>(prompts.length).fill(false);
     let callbackError: unknown;
-    const deliver = (index: number, token: Token) => {
-      delivered[index]!++;
+    const guarded = (call: () => void) => {
       try {
-        onToken?.(index, token);
+        call();
       } catch (error) {
         callbackError ??= error;
       }
     };
+    const deliver = (index: number, token: Token) => {
+      delivered[index]!++;
+      guarded(() => onToken?.(index, token));
+    };
+    const finish = (index: number, result: BatchResult) => {
+      if (finished[index]) return;
+      // Tokens the backend did not stream come first, so onFinish always follows a prompt's last onToken.
+      for (let k = delivered[index]!; k < result.tokens.length; k++) deliver(index, result.tokens[k]!);
+      finished[index] = true;
+      guarded(() => onFinish?.(index, result));
+    };
+    results.forEach((result, index) => finish(index, result)); // prompts that failed to render
     if (inputs.length > 0) {
-      const ran = await this.runBatch(inputs, options, signal, (i, token) => deliver(indexOf[i]!, token));
+      const ran = await this.runBatch(
+        inputs,
+        options,
+        signal,
+        (i, token) => deliver(indexOf[i]!, token),
+        (i, result) => finish(indexOf[i]!, result),
+      );
       ran.forEach((result, i) => (results[indexOf[i]!] = result));
     }
-    results.forEach((result, index) => {
-      for (let k = delivered[index]!; k < result.tokens.length; k++) deliver(index, result.tokens[k]!);
-    });
+    results.forEach((result, index) => finish(index, result));
     if (callbackError !== undefined) throw toInferenceError(callbackError, "INTERNAL", "batchGenerate onToken threw");
     return results;
   }

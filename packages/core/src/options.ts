@@ -1,6 +1,6 @@
 import { InferenceError } from "./errors.js";
 import type { ProbeSink } from "./probes.js";
-import type { Message, Token } from "./types.js";
+import type { BatchResult, Message, Token } from "./types.js";
 
 /** Options of `generate`, `chat`, `batchGenerate` and their text forms. Every field is optional. */
 export interface GenerateOptions {
@@ -50,6 +50,8 @@ export type BatchPrompt = string | Message[];
 export interface BatchGenerateOptions extends GenerateOptions {
   /** Called with each prompt's tokens as they are released (index into `prompts`). */
   onToken?: (index: number, token: Token) => void;
+  /** Called once per prompt as soon as it is finished (after its last `onToken`), with its result. */
+  onFinish?: (index: number, result: BatchResult) => void;
 }
 
 export type ClassifyOptions = Pick<

@@ -33,6 +33,7 @@ export async function runBatch(
   options: ResolvedGenerateOptions,
   signal: AbortSignal,
   onToken?: (index: number, token: Token) => void,
+  onFinish?: (index: number, result: BatchResult) => void,
 ): Promise<BatchOutcome> {
   assertLogprobsCombinable(options);
   const grammar = await compileGrammar(parts.llama, options);
@@ -44,7 +45,12 @@ export async function runBatch(
     results.push(
       ...(await Promise.all(
         wave.map((prompt, i) =>
-          runOne(parts, parts.slots[i]!, prompt, options, grammar, signal, timings[i]!, (token) => onToken?.(start + i, token)),
+          runOne(parts, parts.slots[i]!, prompt, options, grammar, signal, timings[i]!, (token) => onToken?.(start + i, token)).then(
+            (result) => {
+              onFinish?.(start + i, result);
+              return result;
+            },
+          ),
         ),
       )),
     );

@@ -235,11 +235,12 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
     onToken?: (index: number, token: Token) => void,
+    onFinish?: (index: number, result: BatchResult) => void,
   ): Promise<BatchResult[]> {
     const started = performance.now();
     // Chat text is tokenized the same way: special-token text is parsed, BOS is never doubled.
     const tokenized = inputs.map((input) => this.tokenize(input.text, true));
-    const outcome = await runBatch(this.parts, tokenized, options, signal, onToken);
+    const outcome = await runBatch(this.parts, tokenized, options, signal, onToken, onFinish);
     const promptTokens = tokenized.reduce((sum, p) => sum + p.length, 0);
     const generated = outcome.results.reduce((sum, r) => sum + r.tokens.length, 0);
     this.recordMetrics(promptTokens, generated, started, outcome.firstTokenAt);

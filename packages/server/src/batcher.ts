@@ -202,12 +202,28 @@ export class Batcher {
       if (member.stopper.done) member.finish(member.stopper.done);
       abortWhenAllOver();
     };
+    const alone = batch.length === 1;
+    // A prompt's own end (EOS, context, max_tokens) closes its request at once, not when the batch ends.
+    const onFinish = (index: number, result: BatchResult) => {
+      const member = batch[index];
+      // A request alone in its batch ends with the batch anyway (and may still need the model's metrics).
+      if (!member || member.finished || alone) return;
+      settle(member, result, alone);
+      abortWhenAllOver();
+    };
     let results: BatchResult[];
     try {
       results = await this.model.batchGenerate(
         batch.map((m) => m.request.prompt),
         // No stop strings for the batch: each request's own are matched on its tokens as they arrive.
-        { ...batch[0]!.request.options, stopStrings: undefined, chatTemplate: this.chatTemplate, signal: controller.signal, onToken },
+        {
+          ...batch[0]!.request.options,
+          stopStrings: undefined,
+          chatTemplate: this.chatTemplate,
+          signal: controller.signal,
+          onToken,
+          onFinish,
+        },
       );
     } catch (error) {
       for (const member of batch) member.fail(error);
@@ -215,18 +231,23 @@ export class Batcher {
     } finally {
       for (const member of batch) member.request.signal.removeEventListener("abort", abortWhenAllOver);
     }
-    const alone = batch.length === 1;
     batch.forEach((member, i) => {
       if (member.finished) return;
       const result = results[i];
       if (!result) return member.fail(new Error("the backend returned fewer batch results than prompts"));
-      if (result.error) return member.fail(result.error);
-      member.release(member.stopper.flush());
-      // Without a tokenizer, a request alone in its batch can still read its prompt size from the model's metrics.
-      if (alone && member.promptTokens === 0) member.promptTokens = this.model.metrics().promptTokens;
-      member.finish(result.finishReason);
+      settle(member, result, alone, this.model);
     });
   }
+}
+
+/** Ends a request with its prompt's batch result. */
+function settle(member: Member, result: BatchResult, alone: boolean, model?: TextModel): void {
+  if (result.error) return member.fail(result.error);
+  member.release(member.stopper.flush());
+  // Without a tokenizer, a request alone in its batch can still read its prompt size from the model's metrics
+  // (known only once the batch has returned).
+  if (alone && member.promptTokens === 0 && model) member.promptTokens = model.metrics().promptTokens;
+  member.finish(result.finishReason);
 }
 
 /**

@@ -158,6 +158,26 @@ describe("batched decoding of concurrent requests", () => {
     }
   });
 
+  test("a request whose prompt ends on EOS mid-batch is answered then, not when the batch ends", async () => {
+    const model = new FakeModel(30);
+    const { server, openai, url } = await start({ models: { story: model } });
+    try {
+      const holder = await holdSlot(openai, url, model);
+      const brief = { messages: [{ role: "user" as const, content: "brief" }], max_tokens: 8 };
+      const long = { messages: [{ role: "user" as const, content: "long" }], max_tokens: 8 };
+      const answers = Promise.all([ask(openai, "chat", brief, true), ask(openai, "chat", long, false)]);
+      await holder.release(2);
+      const [short, full] = await answers;
+      assert.deepEqual(model.batches.map((b) => b.length), [1, 2], "both requests shared one batch");
+      assert.deepEqual([short.text, short.finish], ["Once upon", "stop"]);
+      assert.deepEqual([full.finish, full.completionTokens], ["length", 8]);
+      // 30 ms a step: the two-token answer closes about six steps before the eight-token one.
+      assert.ok(short.endedAt < full.endedAt - 100, `EOS answer ended at ${short.endedAt}, the batch at ${full.endedAt}`);
+    } finally {
+      await server.close();
+    }
+  });
+
   test("requests with other batch-wide options wait for a batch of their own", async () => {
     const model = new FakeModel(20);
     const { server, openai, url } = await start({ models: { story: model } });

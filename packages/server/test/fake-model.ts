@@ -88,6 +88,7 @@ export class FakeModel extends BaseTextModel {
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
     onToken?: (index: number, token: Token) => void,
+    onFinish?: (index: number, result: BatchResult) => void,
   ): Promise<BatchResult[]> {
     const prompts = inputs.map((input) => input.text);
     this.batches.push(prompts);
@@ -102,6 +103,7 @@ export class FakeModel extends BaseTextModel {
     prompts.forEach((prompt, i) => {
       if (prompt.includes("overflow")) results[i]!.error = new InferenceError("CONTEXT_OVERFLOW", "the prompt is longer than the context (64 tokens)");
     });
+    const ended = new Set<number>();
     // Every live sequence advances one token per step, as a batched decoder would.
     for (let step = 0; step < this.answer.length; step++) {
       if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
@@ -111,7 +113,15 @@ export class FakeModel extends BaseTextModel {
         break;
       }
       stoppers.forEach((stopper, i) => {
-        if (results[i]!.error || stopper.done) return;
+        if (results[i]!.error || stopper.done || ended.has(i)) return;
+        // A prompt that says "brief" meets EOS after two tokens, as a real model's short answer would.
+        if (prompts[i]!.includes("brief") && step === 2) {
+          ended.add(i);
+          results[i]!.tokens.push(...stopper.flush());
+          results[i]!.text = results[i]!.tokens.map((t) => t.text).join("");
+          onFinish?.(i, results[i]!);
+          return;
+        }
         for (const token of stopper.push({ id: step, text: this.answer[step]! })) {
           results[i]!.tokens.push(token);
           onToken?.(i, token);
@@ -120,7 +130,7 @@ export class FakeModel extends BaseTextModel {
       });
     }
     stoppers.forEach((stopper, i) => {
-      if (!stopper.done) results[i]!.tokens.push(...stopper.flush());
+      if (!stopper.done && !ended.has(i)) results[i]!.tokens.push(...stopper.flush());
       results[i]!.text = results[i]!.tokens.map((t) => t.text).join("");
     });
     // Like the stream: a prompt's words are its tokens; a batch sums them.

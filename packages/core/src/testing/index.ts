@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { isInferenceError, type ErrorCode } from "../errors.js";
 import { isTokenizerModel, type TextModel } from "../model.js";
 import type { GenerateOptions } from "../options.js";
-import type { GenerationResult, Message, Token } from "../types.js";
+import type { BatchResult, GenerationResult, Message, Token } from "../types.js";
 
 export { cosineSimilarity, maxAbsDifference, spread, topTwo } from "./logits.js";
 
@@ -282,19 +282,28 @@ export function runConformanceSuite(options: ConformanceOptions): void {
       assert.equal(text.text, joinText(text.tokens));
     });
 
-    it("batchGenerate takes chat messages and streams each prompt's tokens through onToken", { timeout }, async (t) => {
+    it("batchGenerate takes chat messages; onToken streams each prompt's tokens, onFinish ends each prompt", { timeout }, async (t) => {
       if (!options.chatMessages) return t.skip("no chatMessages given for this model");
       const chatOptions = { ...greedy, ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}) };
       const seen: Token[][] = [[], []];
+      const finished: (BatchResult | undefined)[] = [undefined, undefined];
       const batch = await model().batchGenerate([options.chatMessages, prompt], {
         ...chatOptions,
-        onToken: (index, token) => seen[index]!.push(token),
+        onToken: (index, token) => {
+          assert.equal(finished[index], undefined, `onToken for prompt ${index} after its onFinish`);
+          seen[index]!.push(token);
+        },
+        onFinish: (index, result) => {
+          assert.equal(finished[index], undefined, `onFinish twice for prompt ${index}`);
+          finished[index] = result;
+        },
       });
       assert.deepEqual(
         batch.map((r) => r.tokens),
         seen,
         "onToken must deliver every token of each prompt once, in order",
       );
+      assert.deepEqual(finished, batch, "onFinish must report each prompt's result once");
       assert.deepEqual(ids(batch[0]!.tokens), ids((await model().chatText(options.chatMessages, chatOptions)).tokens));
       assert.deepEqual(ids(batch[1]!.tokens), ids((await greedyReference()).tokens));
     });

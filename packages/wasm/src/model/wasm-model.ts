@@ -215,11 +215,16 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
     onToken?: (index: number, token: Token) => void,
+    onFinish?: (index: number, result: BatchResult) => void,
   ): Promise<BatchResult[]> {
     const started = performance.now();
     // A given seed is every sequence's (so each equals its single call); otherwise each draws its own.
     const seedFor = () => options.seed ?? randomSeed();
     const results: BatchResult[] = inputs.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
+    const settle = (index: number, result: BatchResult) => {
+      results[index] = result;
+      onFinish?.(index, result);
+    };
     const waiting = inputs.map((_, i) => i);
     const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
     const running = new Map<Sequence, number>();
@@ -235,20 +240,20 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
           running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seedFor())), index);
           freeSlots.shift();
         } catch (error) {
-          results[index] = { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) };
+          settle(index, { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) });
         }
       }
       if (running.size === 0) break;
       if (signal.aborted) {
-        for (const [seq, index] of running) results[index] = toResult(seq, "abort");
-        for (const index of waiting) results[index] = { tokens: [], text: "", finishReason: "abort" };
+        for (const [seq, index] of running) settle(index, toResult(seq, "abort"));
+        for (const index of waiting) settle(index, { tokens: [], text: "", finishReason: "abort" });
         break;
       }
       scheduler.step([...running.keys()], signal);
       for (const [seq, index] of running) for (const token of seq.drain()) onToken?.(index, token);
       for (const [seq, index] of running) {
         if (!seq.done) continue;
-        results[index] = toResult(seq, seq.finishReason!);
+        settle(index, toResult(seq, seq.finishReason!));
         generated += seq.generatedIds.length;
         running.delete(seq);
         freeSlots.push(seq.slot);

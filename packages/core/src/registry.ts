@@ -113,8 +113,9 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
   }
   const candidates = preferenceOrder();
   for (const backend of candidates) {
-    if (!(await isAvailable(backend))) continue;
-    if (await backend.canLoad(path).catch(() => false)) return loadWith(backend, path, options);
+    // Format sniffing is cheap; availability may load a native library, so it is asked second.
+    if (!(await backend.canLoad(path).catch(() => false))) continue;
+    if (await isAvailable(backend)) return loadWith(backend, path, options);
   }
   const format = host ? await host.detectFormat(path) : "unknown";
   throw new InferenceError(

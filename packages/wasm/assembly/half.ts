@@ -13,3 +13,11 @@ export function halfToFloat(bits: u32): f32 {
   const value = select<u32>(magnitude | 0x7f800000, scaled, magnitude >= 0x0f800000);
   return reinterpret<f32>(value | ((bits & 0x8000) << 16));
 }
+
+/** Four halves, zero-extended into i32 lanes, as four floats (inf / NaN kept). */
+export function halvesToFloats(bits: v128): v128 {
+  const magnitude = i32x4.shl(v128.and(bits, i32x4.splat(0x7fff)), 13);
+  const scaled = f32x4.mul(magnitude, f32x4.splat(5.192296858534828e33)); // 2^112: rebias the exponent
+  const special = v128.and(i32x4.ge_u(magnitude, i32x4.splat(0x0f800000)), i32x4.splat(0x7f800000));
+  return v128.or(v128.or(scaled, special), i32x4.shl(v128.and(bits, i32x4.splat(0x8000)), 16));
+}

@@ -5,7 +5,7 @@
 // by each instantiation with the same bytes, so re-writing it is harmless.
 
 import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
-import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0, dotDecoded } from "./decode";
+import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0, dotDecoded, minimumsTerm } from "./decode";
 export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
 export { gatedActivation } from "./activation";
@@ -162,9 +162,12 @@ function matmulDecoded(
     for (let b = 0; b < batch; b++) {
       const xOffset = <usize>b * <usize>cols; // elements
       const blockOffset = <usize>b * <usize>blocks * 4;
-      const value = halves
-        ? dotF32(scratch, x + xOffset * 4, cols)
-        : dotDecoded(scratch, scales, mins, xq + xOffset * 2, xd + blockOffset, xs + blockOffset, blocks);
+      let value: f32;
+      if (halves) value = dotF32(scratch, x + xOffset * 4, cols);
+      else {
+        value = dotDecoded(scratch, scales, xq + xOffset * 2, xd + blockOffset, blocks);
+        if (type == Q4_K) value -= minimumsTerm(mins, xs + blockOffset, blocks);
+      }
       store<f32>(out + ((<usize>b * <usize>rows + <usize>r) << 2), value);
     }
   }

@@ -60,27 +60,41 @@ export function dotQ8_0(w: usize, xq: usize, xd: usize, blocks: i32): f32 {
   return horizontalSum(f32x4.add(acc0, acc1));
 }
 
+/** One Q4_0 block's 32 nibbles (at w + 2, the -8 offset not applied) times 32 activations at xq, in four i32 lanes. */
+function blockQ4_0(w: usize, xq: usize): v128 {
+  const lowMask = i16x8.splat(0x0f);
+  // Bytes widened to u16 first: then a nibble is one and / one shift of a native 16-bit lane.
+  const packed = v128.load(w, 2);
+  const first = i16x8.extend_low_i8x16_u(packed); // bytes 0..7
+  const second = i16x8.extend_high_i8x16_u(packed); // bytes 8..15
+  const isum = i32x4.add(dot8(v128.and(first, lowMask), xq, 0), dot8(v128.and(second, lowMask), xq, 16));
+  return i32x4.add(isum, i32x4.add(dot8(i16x8.shr_u(first, 4), xq, 32), dot8(i16x8.shr_u(second, 4), xq, 48)));
+}
+
 export function dotQ4_0(w: usize, xq: usize, xd: usize, xb: usize, blocks: i32): f32 {
-  let acc = f32x4.splat(0);
+  // Two blocks per step into two accumulators: independent dependency chains.
+  let acc0 = f32x4.splat(0);
+  let acc1 = f32x4.splat(0);
   // The -8 offset, applied once per block through the activations' quant sum.
   let offsetTerm: f32 = 0;
-  const lowMask = i16x8.splat(0x0f);
-  for (let i = 0; i < blocks; i++) {
-    // Bytes widened to u16 first: then a nibble is one and / one shift of a native 16-bit lane.
-    const packed = v128.load(w, 2);
-    const first = i16x8.extend_low_i8x16_u(packed); // bytes 0..7
-    const second = i16x8.extend_high_i8x16_u(packed); // bytes 8..15
-    let isum = i32x4.add(dot8(v128.and(first, lowMask), xq, 0), dot8(v128.and(second, lowMask), xq, 16));
-    isum = i32x4.add(isum, i32x4.add(dot8(i16x8.shr_u(first, 4), xq, 32), dot8(i16x8.shr_u(second, 4), xq, 48)));
-    const scale = halfToFloat(load<u16>(w)) * load<f32>(xd);
-    acc = scaledAdd(acc, isum, scale);
-    offsetTerm += scale * load<f32>(xb);
-    w += 18;
-    xq += 64;
-    xd += 4;
-    xb += 4;
+  let i = 0;
+  for (; i + 2 <= blocks; i += 2) {
+    const scale0 = halfToFloat(load<u16>(w)) * load<f32>(xd);
+    const scale1 = halfToFloat(load<u16>(w, 18)) * load<f32>(xd, 4);
+    acc0 = scaledAdd(acc0, blockQ4_0(w, xq), scale0);
+    acc1 = scaledAdd(acc1, blockQ4_0(w + 18, xq + 64), scale1);
+    offsetTerm += scale0 * load<f32>(xb) + scale1 * load<f32>(xb, 4);
+    w += 36;
+    xq += 128;
+    xd += 8;
+    xb += 8;
   }
-  return horizontalSum(acc) - 8 * offsetTerm;
+  if (i < blocks) {
+    const scale = halfToFloat(load<u16>(w)) * load<f32>(xd);
+    acc0 = scaledAdd(acc0, blockQ4_0(w, xq), scale);
+    offsetTerm += scale * load<f32>(xb);
+  }
+  return horizontalSum(f32x4.add(acc0, acc1)) - 8 * offsetTerm;
 }
 
 /** Two Q4_K sub-blocks (32 bytes of nibbles) · 64 activations, scaled: acc + lowSum * lowScale + highSum * highScale. */

@@ -1,6 +1,14 @@
 /** The KV cache: keys and values of every layer for a fixed number of sequence slots. */
 import { InferenceError } from "@infer/core";
+import { f16Table65536, f32ToF16 } from "../formats/half.js";
+import type { KVBuffer } from "../kernels/types.js";
 import type { ScratchMemory } from "./scratch.js";
+
+/** How the cache stores keys and values: float32, or IEEE half (f16 bits in a Uint16Array, half the bytes). */
+export type KVCacheType = "f32" | "f16";
+
+/** Bytes one cached key or value element takes in each encoding. */
+export const KV_ELEMENT_BYTES: Record<KVCacheType, number> = { f32: 4, f16: 2 };
 
 /** The config fields the cache's shape depends on. */
 export interface KVCacheShape {
@@ -13,9 +21,12 @@ export class KVCache {
   readonly numSeqs: number;
   /** Positions each slot holds. */
   readonly contextLength: number;
-  /** keys[layer], values[layer]: [numSeqs, contextLength, numKVHeads * headDim]. */
-  readonly keys: Float32Array[];
-  readonly values: Float32Array[];
+  /**
+   * keys[layer], values[layer]: [numSeqs, contextLength, numKVHeads * headDim],
+   * Float32Array for kvType "f32", Uint16Array of f16 bits for "f16".
+   */
+  readonly keys: KVBuffer[];
+  readonly values: KVBuffer[];
   readonly kvDim: number;
   private readonly lengths: Int32Array; // [numSeqs]
 
@@ -23,7 +34,13 @@ export class KVCache {
    * `memory`: where keys and values live; with kernels that offer `allocate`
    * (the WebAssembly kernels), their attention reads the cache in place.
    */
-  constructor(config: KVCacheShape, numSeqs: number, contextLength: number, private readonly memory: ScratchMemory = {}) {
+  constructor(
+    config: KVCacheShape,
+    numSeqs: number,
+    contextLength: number,
+    private readonly memory: ScratchMemory = {},
+    readonly kvType: KVCacheType = "f32",
+  ) {
     for (const [name, value] of [
       ["numSeqs", numSeqs],
       ["contextLength", contextLength],
@@ -42,10 +59,14 @@ export class KVCache {
         `a KV cache of ${numSeqs} sequences x ${contextLength} positions is too large for one layer's buffer`,
       );
     }
-    const layerBuffer = (): Float32Array => {
-      if (!memory.allocate) return new Float32Array(perLayer);
-      const bytes = memory.allocate(perLayer * 4, 64);
-      return new Float32Array(bytes.buffer, bytes.byteOffset, perLayer);
+    if (KV_ELEMENT_BYTES[kvType] === undefined) {
+      throw new InferenceError("INVALID_OPTION", `KV cache type must be f32 or f16, got ${String(kvType)}`);
+    }
+    const half = kvType === "f16";
+    const layerBuffer = (): KVBuffer => {
+      if (!memory.allocate) return half ? new Uint16Array(perLayer) : new Float32Array(perLayer);
+      const bytes = memory.allocate(perLayer * KV_ELEMENT_BYTES[kvType], 64);
+      return half ? new Uint16Array(bytes.buffer, bytes.byteOffset, perLayer) : new Float32Array(bytes.buffer, bytes.byteOffset, perLayer);
     };
     this.keys = Array.from({ length: config.numLayers }, layerBuffer);
     this.values = Array.from({ length: config.numLayers }, layerBuffer);
@@ -54,7 +75,18 @@ export class KVCache {
 
   /** Bytes held by keys and values. */
   get bytes(): number {
-    return this.keys.length * 2 * this.numSeqs * this.contextLength * this.kvDim * 4;
+    return this.keys.length * 2 * this.numSeqs * this.contextLength * this.kvDim * KV_ELEMENT_BYTES[this.kvType];
+  }
+
+  /** Writes one position's key and value rows (kvDim floats each) at `at` of `layer`, rounding to f16 for an f16 cache. */
+  store(layer: number, at: number, key: Float32Array, value: Float32Array): void {
+    writeRow(this.keys[layer]!, at, key);
+    writeRow(this.values[layer]!, at, value);
+  }
+
+  /** `count` key elements of `layer` from `from`, as float32 (a copy for an f16 cache, a view for f32). */
+  readKeys(layer: number, from: number, count: number): Float32Array {
+    return readRow(this.keys[layer]!, from, count);
   }
 
   /** Hands keys and values back to the kernels' memory; the cache is unusable afterwards. */
@@ -101,4 +133,20 @@ export class KVCache {
     }
     return seq;
   }
+}
+
+function writeRow(buffer: KVBuffer, at: number, row: Float32Array): void {
+  if (buffer instanceof Float32Array) {
+    buffer.set(row, at);
+    return;
+  }
+  for (let i = 0; i < row.length; i++) buffer[at + i] = f32ToF16(row[i]!);
+}
+
+function readRow(buffer: KVBuffer, from: number, count: number): Float32Array {
+  if (buffer instanceof Float32Array) return buffer.subarray(from, from + count);
+  const table = f16Table65536();
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; i++) out[i] = table[buffer[from + i]!]!;
+  return out;
 }

@@ -111,8 +111,7 @@ export function selfAttention(
   const values = cache.values[layer]!;
   for (let t = 0; t < ctx.tokens; t++) {
     const at = cache.offset(ctx.seqIds[t]!, ctx.positions[t]!);
-    keys.set(k.subarray(t * kvDim, (t + 1) * kvDim), at);
-    values.set(v.subarray(t * kvDim, (t + 1) * kvDim), at);
+    cache.store(layer, at, k.subarray(t * kvDim, (t + 1) * kvDim), v.subarray(t * kvDim, (t + 1) * kvDim));
   }
   const out = ctx.scratch.floats(ctx.tokens * numHeads * headDim);
   ctx.attention(out, q, keys, values, {

@@ -7,13 +7,13 @@ import type { AttentionKernel, Kernels } from "../kernels/types.js";
 import { referenceAttention, referenceKernels } from "../kernels/reference.js";
 import { embeddingLookup, rmsNorm } from "../kernels/ops.js";
 import type { LoadedModel } from "../arch/types.js";
-import { KVCache } from "./cache.js";
+import { KVCache, type KVCacheType } from "./cache.js";
 import type { ModelConfig } from "./config.js";
 import type { ForwardContext } from "./layers.js";
 import { ForwardScratch } from "./scratch.js";
 
 export type { ModelConfig } from "./config.js";
-export { KVCache } from "./cache.js";
+export { KVCache, type KVCacheType } from "./cache.js";
 export { loadTransformer, type LoadedTransformer, type LoadOptions } from "./load.js";
 
 export interface ForwardBatch {
@@ -49,8 +49,8 @@ export class Transformer {
   }
 
   /** A KV cache shaped for this model, in the kernels' memory when they have one (attention reads it in place). */
-  createCache(numSeqs: number, contextLength: number): KVCache {
-    return new KVCache(this.config, numSeqs, contextLength, this.kernels);
+  createCache(numSeqs: number, contextLength: number, kvType: KVCacheType = "f32"): KVCache {
+    return new KVCache(this.config, numSeqs, contextLength, this.kernels, kvType);
   }
 
   /**

@@ -4,8 +4,9 @@
  * one row at a time into a scratch buffer and accumulates in float64.
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType, type AttentionParams, type Kernels, type WeightMatrix } from "./types.js";
+import { GgmlType, type AttentionParams, type KVBuffer, type Kernels, type WeightMatrix } from "./types.js";
 import { dequantizeMatrixRow, float32View } from "./dequant.js";
+import { f16Table65536 } from "../formats/half.js";
 
 export function referenceMatmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
   const { rows, cols } = w;
@@ -36,15 +37,22 @@ export function referenceMatmul(out: Float32Array, w: WeightMatrix, x: Float32Ar
 
 /**
  * Reference causal attention with grouped-query heads, sliding window and
- * optional soft-capping; see AttentionKernel for the layouts.
+ * optional soft-capping; see AttentionKernel for the layouts. An f16 cache
+ * (Uint16Array) is decoded element by element as it is read.
  */
 export function referenceAttention(
   out: Float32Array,
   q: Float32Array,
-  keys: Float32Array,
-  values: Float32Array,
+  keys: KVBuffer,
+  values: KVBuffer,
   p: AttentionParams,
 ): void {
+  if (keys instanceof Uint16Array !== values instanceof Uint16Array) {
+    throw new InferenceError("INTERNAL", "attention: keys and values must share one encoding (both f32 or both f16)");
+  }
+  const decode = keys instanceof Uint16Array ? f16Table65536() : undefined;
+  const key = decode ? (i: number) => decode[keys[i]!]! : (i: number) => keys[i]!;
+  const value = decode ? (i: number) => decode[values[i]!]! : (i: number) => values[i]!;
   const { numHeads, numKVHeads, headDim, slotLength, scale, window, softcap } = p;
   if (numHeads % numKVHeads !== 0) {
     throw new InferenceError("INTERNAL", `${numHeads} query heads do not group over ${numKVHeads} KV heads`);
@@ -64,7 +72,7 @@ export function referenceAttention(
       for (let j = first; j <= position; j++) {
         const kBase = slotBase + j * kvStride + kvHeadOffset;
         let dot = 0;
-        for (let d = 0; d < headDim; d++) dot += q[qBase + d]! * keys[kBase + d]!;
+        for (let d = 0; d < headDim; d++) dot += q[qBase + d]! * key(kBase + d);
         let score = dot * scale;
         if (softcap > 0) score = softcap * Math.tanh(score / softcap);
         scores[j] = score;
@@ -80,7 +88,7 @@ export function referenceAttention(
       for (let j = first; j <= position; j++) {
         const weight = scores[j]! / total;
         const vBase = slotBase + j * kvStride + kvHeadOffset;
-        for (let d = 0; d < headDim; d++) acc[d] += weight * values[vBase + d]!;
+        for (let d = 0; d < headDim; d++) acc[d] += weight * value(vBase + d);
       }
       for (let d = 0; d < headDim; d++) out[qBase + d] = acc[d]!;
     }

@@ -96,15 +96,19 @@ export interface AttentionParams {
   softcap: number;
 }
 
+/** One layer's cached keys or values: float32, or IEEE f16 bits (an f16 KV cache, half the bytes). */
+export type KVBuffer = Float32Array | Uint16Array;
+
 /**
  * Causal attention over a KV cache. q and out: [tokens, numHeads * headDim];
- * keys and values: one layer's cache, [slots, slotLength, numKVHeads * headDim].
+ * keys and values: one layer's cache, [slots, slotLength, numKVHeads * headDim],
+ * both float32 or both f16 bits.
  * Query head h reads KV head floor(h / (numHeads / numKVHeads)) (grouped-query attention).
  */
 export type AttentionKernel = (
   out: Float32Array,
   q: Float32Array,
-  keys: Float32Array,
-  values: Float32Array,
+  keys: KVBuffer,
+  values: KVBuffer,
   params: AttentionParams,
 ) => void;

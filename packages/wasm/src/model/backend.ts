@@ -1,7 +1,8 @@
 import { totalmem } from "node:os";
 import { type Backend, InferenceError, type LoadOptions, ProbeBus, type TextModel, validateLoadOptions } from "@infer/core";
 import { detectFormat } from "@infer/core/node";
-import { loadTransformer, type LoadedTransformer } from "../engine/transformer.js";
+import { KV_ELEMENT_BYTES } from "../engine/cache.js";
+import { loadTransformer, type KVCacheType, type LoadedTransformer } from "../engine/transformer.js";
 import { referenceKernels } from "../kernels/reference.js";
 import { GgmlType, type Kernels } from "../kernels/types.js";
 import { createWasmKernels } from "../kernels/wasm/index.js";
@@ -123,8 +124,10 @@ async function assemble(path: string, loaded: LoadedTransformer, loadOptions: Lo
     );
   }
   const parallelSlots = loadOptions.parallelSlots ?? DEFAULT_SLOTS;
-  const contextLength = chooseContextLength(loaded, parallelSlots, loadOptions.contextLength);
+  const kvType = kvCacheType(loadOptions);
+  const contextLength = chooseContextLength(loaded, kvType, parallelSlots, loadOptions.contextLength);
   return new WasmModel({
+    kvType,
     transformer: loaded.transformer,
     tokenizer,
     contextLength,
@@ -149,10 +152,15 @@ async function assemble(path: string, loaded: LoadedTransformer, loadOptions: Lo
   });
 }
 
-/** Bytes of keys and values one position takes across all layers (F32 cache). */
-function kvBytesPerPosition(loaded: LoadedTransformer): number {
+/** The KV cache encoding asked for; rejectUnsupported has already turned away the ones we lack. */
+function kvCacheType(options: LoadOptions): KVCacheType {
+  return options.kvType?.toLowerCase() === "f16" ? "f16" : "f32";
+}
+
+/** Bytes of keys and values one position takes across all layers. */
+function kvBytesPerPosition(loaded: LoadedTransformer, kvType: KVCacheType): number {
   const { numLayers, numKVHeads, headDim } = loaded.transformer.config;
-  return numLayers * 2 * numKVHeads * headDim * 4;
+  return numLayers * 2 * numKVHeads * headDim * KV_ELEMENT_BYTES[kvType];
 }
 
 /**
@@ -160,8 +168,13 @@ function kvBytesPerPosition(loaded: LoadedTransformer): number {
  * cache stays a modest share of memory; an explicit request that cannot fit in
  * memory fails before anything is allocated.
  */
-function chooseContextLength(loaded: LoadedTransformer, slots: number, requested: number | undefined): number {
-  const perPosition = kvBytesPerPosition(loaded) * slots;
+function chooseContextLength(
+  loaded: LoadedTransformer,
+  kvType: KVCacheType,
+  slots: number,
+  requested: number | undefined,
+): number {
+  const perPosition = kvBytesPerPosition(loaded, kvType) * slots;
   if (requested !== undefined) {
     const needed = perPosition * requested;
     if (needed > totalmem() * 0.75) {
@@ -193,9 +206,10 @@ function rejectUnsupported(options: LoadOptions): void {
       details: { option: "draftModel" },
     });
   }
-  // The cache holds float32 keys and values; other element types are not implemented yet.
-  if (options.kvType !== undefined && options.kvType.toLowerCase() !== "f32") {
-    throw new InferenceError("UNSUPPORTED", `backend wasm keeps its KV cache in f32; kvType ${options.kvType} is not supported yet`, {
+  // The cache holds float32 or f16 keys and values; q8_0 is not implemented yet.
+  const kvType = options.kvType?.toLowerCase();
+  if (kvType !== undefined && kvType !== "f32" && kvType !== "f16") {
+    throw new InferenceError("UNSUPPORTED", `backend wasm keeps its KV cache in f32 or f16; kvType ${options.kvType} is not supported yet`, {
       details: { option: "kvType", value: options.kvType },
     });
   }

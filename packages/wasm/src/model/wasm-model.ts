@@ -23,7 +23,7 @@ import {
   type TokenizerModel,
   toInferenceError,
 } from "@infer/core";
-import type { KVCache, Transformer } from "../engine/transformer.js";
+import type { KVCache, KVCacheType, Transformer } from "../engine/transformer.js";
 import type { Tokenizer } from "../tokenizer/types.js";
 import { utf8Decode } from "../tokenizer/stream-decoder.js";
 import { DecodeScheduler, type Sequence, type SequenceRequest } from "./scheduler.js";
@@ -34,6 +34,8 @@ export interface WasmModelParts {
   info: ModelInfo;
   contextLength: number;
   parallelSlots: number;
+  /** How the KV cache stores keys and values. */
+  kvType: KVCacheType;
   probe: ProbeBus;
   dispose(): Promise<void>;
 }
@@ -56,7 +58,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
   constructor(private readonly parts: WasmModelParts) {
     super();
     this.modelType = parts.info.architecture;
-    this.cache = parts.transformer.createCache(parts.parallelSlots, parts.contextLength);
+    this.cache = parts.transformer.createCache(parts.parallelSlots, parts.contextLength, parts.kvType);
   }
 
   info(): ModelInfo {
@@ -102,12 +104,12 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       const seqLen = seq.request.promptIds.length;
       const kvDim = numKVHeads * headDim;
       const slotBase = 0; // slot 0 starts the cache's rows
-      const keys = this.cache.keys.map((layer) =>
+      const keys = this.cache.keys.map((_, layer) =>
         Array.from({ length: numKVHeads }, (_, head) => {
           const out = new Float32Array(seqLen * headDim); // [seqLen, headDim]
           for (let p = 0; p < seqLen; p++) {
             const from = (slotBase + p) * kvDim + head * headDim;
-            out.set(layer.subarray(from, from + headDim), p * headDim);
+            out.set(this.cache.readKeys(layer, from, headDim), p * headDim);
           }
           return out;
         }),

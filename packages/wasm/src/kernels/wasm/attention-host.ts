@@ -5,9 +5,10 @@
  * span from the earliest visible to the latest position) copied into a
  * staging copy first: a plain copy at memory speed, much cheaper than the
  * float64 reference attention it replaces, though reading in place is best.
+ * An f16 cache (Uint16Array of half bits) is read as such and widened to f32 in SIMD.
  */
 import { InferenceError } from "@infer/core";
-import type { AttentionParams } from "../types.js";
+import type { AttentionParams, KVBuffer } from "../types.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
 import { floatToBits, Op } from "./protocol.js";
@@ -31,7 +32,7 @@ export class AttentionHost {
     this.valueStage = ctx.scratch();
   }
 
-  attention(out: Float32Array, q: Float32Array, keys: Float32Array, values: Float32Array, p: AttentionParams): void {
+  attention(out: Float32Array, q: Float32Array, keys: KVBuffer, values: KVBuffer, p: AttentionParams): void {
     const ctx = this.ctx;
     ctx.checkOpen();
     const arena = ctx.arena;
@@ -43,6 +44,10 @@ export class AttentionHost {
       }
     }
     if (tokens === 0) return;
+    const half = keys instanceof Uint16Array;
+    if (half !== values instanceof Uint16Array) {
+      throw new InferenceError("INTERNAL", "attention: keys and values must share one encoding (both f32 or both f16)");
+    }
     if (numHeads % numKVHeads !== 0) {
       throw new InferenceError("INTERNAL", `attention: ${numHeads} query heads do not group over ${numKVHeads} KV heads`);
     }
@@ -76,7 +81,7 @@ export class AttentionHost {
     const scoresStride = slotLength * 8; // f64 per position
     const scores = this.scores.ensure(scoresStride * ctx.pool.threads);
 
-    const work = visible * numHeads * headDim * 8; // bytes of keys and values read
+    const work = visible * numHeads * headDim * (half ? 4 : 8); // bytes of keys and values read
     ctx.pool.run(
       Op.ATTENTION,
       [
@@ -96,6 +101,7 @@ export class AttentionHost {
         scores,
         scoresStride,
         tokens * numHeads,
+        half ? 1 : 0,
       ],
       ctx.threadsFor(work),
     );
@@ -106,9 +112,9 @@ export class AttentionHost {
    * Copies the cached positions the batch reads from `cache` (a layer's keys or
    * values outside the arena) to the same offsets of a staging copy; returns its address.
    */
-  private stageCache(cache: Float32Array, stage: Scratch, p: AttentionParams, slots: number): number {
-    const kvStride = p.numKVHeads * p.headDim; // floats per cached position
-    const address = stage.ensure(slots * p.slotLength * kvStride * 4);
+  private stageCache(cache: KVBuffer, stage: Scratch, p: AttentionParams, slots: number): number {
+    const kvStride = p.numKVHeads * p.headDim; // elements per cached position
+    const address = stage.ensure(slots * p.slotLength * kvStride * cache.BYTES_PER_ELEMENT);
     if (this.spans.length < slots * 2) this.spans = new Int32Array(slots * 2);
     const spans = this.spans;
     spans.fill(-1, 0, slots * 2);
@@ -119,7 +125,9 @@ export class AttentionHost {
       if (spans[2 * seq]! < 0 || first < spans[2 * seq]!) spans[2 * seq] = first;
       if (position > spans[2 * seq + 1]!) spans[2 * seq + 1] = position;
     }
-    const staged = new Float32Array(this.ctx.arena.heap.buffer, address, slots * p.slotLength * kvStride);
+    const length = slots * p.slotLength * kvStride;
+    const heap = this.ctx.arena.heap.buffer;
+    const staged = cache instanceof Uint16Array ? new Uint16Array(heap, address, length) : new Float32Array(heap, address, length);
     for (let seq = 0; seq < slots; seq++) {
       if (spans[2 * seq]! < 0) continue;
       const from = (seq * p.slotLength + spans[2 * seq]!) * kvStride;

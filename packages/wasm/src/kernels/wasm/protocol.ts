@@ -49,6 +49,7 @@ export interface KernelExports {
     scores: number,
     itemStart: number,
     itemEnd: number,
+    halfCache: number,
   ): void;
 }
 
@@ -86,7 +87,8 @@ export const Op = {
   /**
    * args: out, q, keys, values, positions, seqIds, numHeads, numKVHeads, headDim,
    * slotLength, scale (float bits), window, softcap (float bits), scores, scoresStride,
-   * items — items (token x head) split across threads; thread i's scratch at scores + i * scoresStride.
+   * items, halfCache (1: keys and values are f16 bits) — items (token x head) split across threads;
+   * thread i's scratch at scores + i * scoresStride.
    */
   ATTENTION: 2,
   /**
@@ -216,6 +218,7 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         (control[a + 13]! >>> 0) + index * control[a + 14]!,
         start,
         end,
+        control[a + 16]!,
       );
       return;
     }

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { isInferenceError, type ErrorCode } from "@infer/core";
 import { dequantize, quantize } from "../../src/formats/index.js";
-import { GgmlType, type WeightMatrix } from "../../src/kernels/types.js";
+import { GgmlType, type AttentionParams, type WeightMatrix } from "../../src/kernels/types.js";
 
 /** Deterministic pseudo-random numbers in [0, 1) (mulberry32). */
 export function random(seed: number): () => number {
@@ -120,4 +120,35 @@ export function assertInferenceError(fn: () => unknown, code: ErrorCode, pattern
     if (pattern) assert.match((error as Error).message, pattern);
     return true;
   });
+}
+
+/**
+ * Per output element, the distance allowed from the float64 reference. A score
+ * is a float32 dot product of headDim terms: off by at most
+ * (headDim / 4 + 8) * 2^-23 * scale * sum_d |q_d k_d| (soft-capping's tanh only
+ * shrinks differences). Logits off by at most δ move the softmax weights by at
+ * most 2δ in total (to first order; 2.2δ allowed), so the output moves by at most
+ * max|v| * 2.2δ, plus float32 accumulation over the positions:
+ * (positions + 8) * 2^-23 * max|v|.
+ */
+export function attentionBound(q: Float32Array, keys: Float32Array, values: Float32Array, p: AttentionParams, t: number, h: number): number {
+  const group = p.numHeads / p.numKVHeads;
+  const kvStride = p.numKVHeads * p.headDim;
+  const position = p.positions[t]!;
+  const first = p.window > 0 ? Math.max(0, position - p.window + 1) : 0;
+  const qBase = (t * p.numHeads + h) * p.headDim;
+  let worstDot = 0;
+  let maxValue = 0;
+  for (let j = first; j <= position; j++) {
+    const base = (p.seqIds[t]! * p.slotLength + j) * kvStride + Math.floor(h / group) * p.headDim;
+    let dot = 0;
+    for (let d = 0; d < p.headDim; d++) {
+      dot += Math.abs(q[qBase + d]! * keys[base + d]!);
+      maxValue = Math.max(maxValue, Math.abs(values[base + d]!));
+    }
+    worstDot = Math.max(worstDot, dot);
+  }
+  const eps = 2 ** -23;
+  const logitError = (p.headDim / 4 + 8) * eps * p.scale * worstDot;
+  return maxValue * (2.2 * logitError + (position - first + 9) * eps);
 }

@@ -1,0 +1,146 @@
+// Attention over an f16 KV cache (kvType "f16": keys and values as IEEE half
+// bits in a Uint16Array). The WebAssembly kernel against the reference on the
+// same f16 cache (the float32 kernel's bound), bit for bit against itself on the
+// cache decoded to float32, and against the float32 cache the halves were
+// rounded from (a bound from f16 rounding).
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { f16ToF32, f32ToF16 } from "../../src/formats/half.js";
+import { referenceAttention } from "../../src/kernels/reference.js";
+import type { AttentionParams, Kernels } from "../../src/kernels/types.js";
+import { createWasmKernels } from "../../src/kernels/wasm/index.js";
+import { assertInferenceError, attentionBound, random } from "./helpers.js";
+
+const SHAPES = [
+  { numHeads: 8, numKVHeads: 2, headDim: 64, slots: 2, slotLength: 24, window: 0, softcap: 0 },
+  { numHeads: 3, numKVHeads: 3, headDim: 36, slots: 2, slotLength: 17, window: 5, softcap: 0 }, // 36: a 4-element tail
+  { numHeads: 4, numKVHeads: 1, headDim: 10, slots: 1, slotLength: 40, window: 0, softcap: 30 }, // 10: scalar tails
+];
+
+/** f16 rounding: relative 2^-11 for normal halves, absolute 2^-25 below 2^-14 (subnormals). */
+const HALF_RELATIVE = 2 ** -11;
+const HALF_ABSOLUTE = 2 ** -25;
+
+/**
+ * How far attention over the rounded cache may sit from attention over the
+ * float32 one (both exact). A score moves by at most
+ * scale * sum_d |q_d| (2^-11 |k_d| + 2^-25); the softmax weights then move by at
+ * most 2.2x the largest score change in total (first order, as in
+ * attentionBound), so the output moves by that times max|v|, plus the values'
+ * own rounding, 2^-11 max|v| + 2^-25.
+ */
+function roundingBound(q: Float32Array, keys: Float32Array, values: Float32Array, p: AttentionParams, t: number, h: number): number {
+  const kvStride = p.numKVHeads * p.headDim;
+  const position = p.positions[t]!;
+  const first = p.window > 0 ? Math.max(0, position - p.window + 1) : 0;
+  const qBase = (t * p.numHeads + h) * p.headDim;
+  let worstScore = 0;
+  let maxValue = 0;
+  for (let j = first; j <= position; j++) {
+    const base = (p.seqIds[t]! * p.slotLength + j) * kvStride + Math.floor(h / (p.numHeads / p.numKVHeads)) * p.headDim;
+    let change = 0;
+    for (let d = 0; d < p.headDim; d++) {
+      change += Math.abs(q[qBase + d]!) * (HALF_RELATIVE * Math.abs(keys[base + d]!) + HALF_ABSOLUTE);
+      maxValue = Math.max(maxValue, Math.abs(values[base + d]!));
+    }
+    worstScore = Math.max(worstScore, change * p.scale);
+  }
+  return maxValue * (2.2 * worstScore + HALF_RELATIVE) + HALF_ABSOLUTE;
+}
+
+function checkWithin(
+  actual: Float32Array,
+  expected: Float32Array,
+  p: AttentionParams,
+  allowed: (t: number, h: number) => number,
+  what: string,
+): void {
+  for (let t = 0; t < p.tokens; t++) {
+    for (let h = 0; h < p.numHeads; h++) {
+      const limit = allowed(t, h);
+      for (let d = 0; d < p.headDim; d++) {
+        const i = (t * p.numHeads + h) * p.headDim + d;
+        const error = Math.abs(actual[i]! - expected[i]!);
+        if (!(error <= limit)) assert.fail(`${what}: token ${t} head ${h} dim ${d}: ${actual[i]} vs ${expected[i]} (${error} > ${limit})`);
+      }
+    }
+  }
+}
+
+for (const threads of [1, 2]) {
+  describe(`wasm attention over an f16 cache, ${threads} thread${threads > 1 ? "s" : ""}`, () => {
+    let kernels: Kernels;
+    before(async () => (kernels = await createWasmKernels({ threads, minBytesPerThread: 0 })));
+    after(() => kernels.dispose?.());
+
+    for (const shape of SHAPES) {
+      for (const inArena of [true, false]) {
+        const name = `${shape.numHeads}/${shape.numKVHeads} heads of ${shape.headDim}, window ${shape.window}, softcap ${shape.softcap}, cache ${inArena ? "in the kernels' memory" : "staged"}`;
+        it(`${name}: matches the reference on the same halves, and the f32 cache within f16 rounding`, () => {
+          const next = random(threads * 1000 + shape.headDim);
+          const count = shape.slots * shape.slotLength * shape.numKVHeads * shape.headDim;
+          const halves = (): { bytes: Uint8Array; bits: Uint16Array } => {
+            const bytes = inArena ? kernels.allocate!(count * 2) : new Uint8Array(count * 2);
+            return { bytes, bits: new Uint16Array(bytes.buffer, bytes.byteOffset, count) };
+          };
+          const keys = halves();
+          const values = halves();
+          // Float32 originals over several binades, a few small enough to round to subnormal halves.
+          const original = (): Float32Array =>
+            Float32Array.from({ length: count }, () => (next() * 2 - 1) * (next() < 0.05 ? 2 ** -16 : 1 + next() * 3));
+          const keys32 = original();
+          const values32 = original();
+          keys32.forEach((value, i) => (keys.bits[i] = f32ToF16(value)));
+          values32.forEach((value, i) => (values.bits[i] = f32ToF16(value)));
+          const decodedKeys = Float32Array.from(keys.bits, f16ToF32);
+          const decodedValues = Float32Array.from(values.bits, f16ToF32);
+
+          const positions = Int32Array.from([3, 4, 5, 6, 7, ...(shape.slots > 1 ? [shape.slotLength - 1] : [])]);
+          const seqIds = Int32Array.from(positions, (_, t) => (t < 5 ? 0 : 1));
+          const tokens = positions.length;
+          const width = shape.numHeads * shape.headDim;
+          const q = Float32Array.from({ length: tokens * width }, () => (next() * 2 - 1) * 2);
+          const params: AttentionParams = { ...shape, tokens, positions, seqIds, scale: 1 / Math.sqrt(shape.headDim) };
+
+          const run = (attention: typeof referenceAttention, k: Float32Array | Uint16Array, v: Float32Array | Uint16Array): Float32Array => {
+            const out = new Float32Array(tokens * width).fill(NaN);
+            attention(out, q, k, v, params);
+            return out;
+          };
+          const wasmHalf = run(kernels.attention!, keys.bits, values.bits);
+          const referenceHalf = run(referenceAttention, keys.bits, values.bits);
+          // The reference decodes exactly, so it equals itself on the decoded floats.
+          assert.deepEqual(referenceHalf, run(referenceAttention, decodedKeys, decodedValues));
+          // The SIMD widening is exact and the arithmetic the float32 path's, in the same order.
+          assert.deepEqual(wasmHalf, run(kernels.attention!, decodedKeys, decodedValues));
+          checkWithin(wasmHalf, referenceHalf, params, (t, h) => attentionBound(q, decodedKeys, decodedValues, params, t, h), "vs reference on f16");
+
+          const reference32 = run(referenceAttention, keys32, values32);
+          const bound = (t: number, h: number): number =>
+            roundingBound(q, keys32, values32, params, t, h) + attentionBound(q, decodedKeys, decodedValues, params, t, h);
+          checkWithin(wasmHalf, reference32, params, bound, "vs reference on f32");
+          if (inArena) {
+            kernels.release!(keys.bytes);
+            kernels.release!(values.bytes);
+          }
+        });
+      }
+    }
+  });
+}
+
+describe("wasm attention: mixed encodings", () => {
+  let kernels: Kernels;
+  before(async () => (kernels = await createWasmKernels({ threads: 1 })));
+  after(() => kernels.dispose?.());
+
+  it("keys in f16 with values in f32 (or the reverse) are refused", () => {
+    const params = { numHeads: 1, numKVHeads: 1, headDim: 4, slotLength: 2, window: 0, softcap: 0, scale: 1, tokens: 1, positions: Int32Array.of(0), seqIds: Int32Array.of(0) };
+    const out = new Float32Array(4);
+    const q = new Float32Array(4);
+    for (const attention of [kernels.attention!, referenceAttention]) {
+      assertInferenceError(() => attention(out, q, new Uint16Array(8), new Float32Array(8), params), "INTERNAL", /encoding/);
+      assertInferenceError(() => attention(out, q, new Float32Array(8), new Uint16Array(8), params), "INTERNAL", /encoding/);
+    }
+  });
+});

@@ -5,10 +5,10 @@ import { wasmBackend } from "./model/backend.js";
 export { loadWasmModel, wasmBackend, type WasmLoadOptions } from "./model/backend.js";
 export { WasmModel } from "./model/wasm-model.js";
 export { loadTokenizer, StreamDecoder, renderChat, type Tokenizer } from "./tokenizer/index.js";
-export { loadTransformer, Transformer, KVCache, type ForwardBatch, type ModelConfig } from "./engine/transformer.js";
+export { loadTransformer, Transformer, KVCache, type KVCacheType, type ForwardBatch, type ModelConfig } from "./engine/transformer.js";
 export { referenceKernels } from "./kernels/reference.js";
 export { createWasmKernels, type WasmKernelOptions } from "./kernels/wasm/index.js";
-export { GgmlType, type Kernels, type WeightMatrix } from "./kernels/types.js";
+export { GgmlType, type Kernels, type KVBuffer, type WeightMatrix } from "./kernels/types.js";
 export * as formats from "./formats/index.js";
 
 register(wasmBackend);

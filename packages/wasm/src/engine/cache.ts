@@ -1,14 +1,18 @@
 /** The KV cache: keys and values of every layer for a fixed number of sequence slots. */
 import { InferenceError } from "@infer/core";
-import { f16Table65536, f32ToF16 } from "../formats/half.js";
-import type { KVBuffer } from "../kernels/types.js";
+import { kvBytes, readKVRow, writeKVRow } from "../kernels/kv-codec.js";
+import { Q8_BLOCK, type KVBuffer } from "../kernels/types.js";
 import type { ScratchMemory } from "./scratch.js";
 
-/** How the cache stores keys and values: float32, or IEEE half (f16 bits in a Uint16Array, half the bytes). */
-export type KVCacheType = "f32" | "f16";
+/**
+ * How the cache stores keys and values: float32; IEEE half (f16 bits in a
+ * Uint16Array, half the bytes); or Q8_0 blocks (a Uint8Array, 34 bytes per 32
+ * elements; needs numKVHeads * headDim to be a multiple of 32).
+ */
+export type KVCacheType = "f32" | "f16" | "q8_0";
 
-/** Bytes one cached key or value element takes in each encoding. */
-export const KV_ELEMENT_BYTES: Record<KVCacheType, number> = { f32: 4, f16: 2 };
+/** Bytes one cached key or value element takes in each encoding (Q8_0: its share of a block). */
+export const KV_ELEMENT_BYTES: Record<KVCacheType, number> = { f32: 4, f16: 2, q8_0: 34 / 32 };
 
 /** The config fields the cache's shape depends on. */
 export interface KVCacheShape {
@@ -23,7 +27,7 @@ export class KVCache {
   readonly contextLength: number;
   /**
    * keys[layer], values[layer]: [numSeqs, contextLength, numKVHeads * headDim],
-   * Float32Array for kvType "f32", Uint16Array of f16 bits for "f16".
+   * Float32Array for kvType "f32", Uint16Array of f16 bits for "f16", Uint8Array of blocks for "q8_0".
    */
   readonly keys: KVBuffer[];
   readonly values: KVBuffer[];
@@ -59,14 +63,18 @@ export class KVCache {
         `a KV cache of ${numSeqs} sequences x ${contextLength} positions is too large for one layer's buffer`,
       );
     }
-    if (KV_ELEMENT_BYTES[kvType] === undefined) {
-      throw new InferenceError("INVALID_OPTION", `KV cache type must be f32 or f16, got ${String(kvType)}`);
+    if (!Object.hasOwn(KV_ELEMENT_BYTES, kvType)) {
+      throw new InferenceError("INVALID_OPTION", `KV cache type must be f32, f16 or q8_0, got ${String(kvType)}`);
     }
-    const half = kvType === "f16";
+    if (kvType === "q8_0" && this.kvDim % Q8_BLOCK !== 0) {
+      throw new InferenceError("INVALID_OPTION", `a q8_0 KV cache needs numKVHeads * headDim to be a multiple of 32, got ${this.kvDim}`);
+    }
+    const layerBytes = kvBytes(kvType, perLayer);
     const layerBuffer = (): KVBuffer => {
-      if (!memory.allocate) return half ? new Uint16Array(perLayer) : new Float32Array(perLayer);
-      const bytes = memory.allocate(perLayer * KV_ELEMENT_BYTES[kvType], 64);
-      return half ? new Uint16Array(bytes.buffer, bytes.byteOffset, perLayer) : new Float32Array(bytes.buffer, bytes.byteOffset, perLayer);
+      const bytes = memory.allocate ? memory.allocate(layerBytes, 64) : new Uint8Array(layerBytes);
+      if (kvType === "f32") return new Float32Array(bytes.buffer, bytes.byteOffset, perLayer);
+      if (kvType === "f16") return new Uint16Array(bytes.buffer, bytes.byteOffset, perLayer);
+      return bytes;
     };
     this.keys = Array.from({ length: config.numLayers }, layerBuffer);
     this.values = Array.from({ length: config.numLayers }, layerBuffer);
@@ -75,18 +83,18 @@ export class KVCache {
 
   /** Bytes held by keys and values. */
   get bytes(): number {
-    return this.keys.length * 2 * this.numSeqs * this.contextLength * this.kvDim * KV_ELEMENT_BYTES[this.kvType];
+    return this.keys.length * 2 * kvBytes(this.kvType, this.numSeqs * this.contextLength * this.kvDim);
   }
 
-  /** Writes one position's key and value rows (kvDim floats each) at `at` of `layer`, rounding to f16 for an f16 cache. */
+  /** Writes one position's key and value rows (kvDim floats each) at element `at` of `layer`, encoded as the cache's kvType. */
   store(layer: number, at: number, key: Float32Array, value: Float32Array): void {
-    writeRow(this.keys[layer]!, at, key);
-    writeRow(this.values[layer]!, at, value);
+    writeKVRow(this.keys[layer]!, at, key);
+    writeKVRow(this.values[layer]!, at, value);
   }
 
-  /** `count` key elements of `layer` from `from`, as float32 (a copy for an f16 cache, a view for f32). */
+  /** A copy of `count` key elements of `layer` from element `from`, decoded to float32. */
   readKeys(layer: number, from: number, count: number): Float32Array {
-    return readRow(this.keys[layer]!, from, count);
+    return readKVRow(this.keys[layer]!, from, count);
   }
 
   /** Hands keys and values back to the kernels' memory; the cache is unusable afterwards. */
@@ -133,20 +141,4 @@ export class KVCache {
     }
     return seq;
   }
-}
-
-function writeRow(buffer: KVBuffer, at: number, row: Float32Array): void {
-  if (buffer instanceof Float32Array) {
-    buffer.set(row, at);
-    return;
-  }
-  for (let i = 0; i < row.length; i++) buffer[at + i] = f32ToF16(row[i]!);
-}
-
-function readRow(buffer: KVBuffer, from: number, count: number): Float32Array {
-  if (buffer instanceof Float32Array) return buffer.subarray(from, from + count);
-  const table = f16Table65536();
-  const out = new Float32Array(count);
-  for (let i = 0; i < count; i++) out[i] = table[buffer[from + i]!]!;
-  return out;
 }

@@ -4,9 +4,9 @@
  * one row at a time into a scratch buffer and accumulates in float64.
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType, type AttentionParams, type KVBuffer, type Kernels, type WeightMatrix } from "./types.js";
+import { GgmlType, kvEncodingOf, type AttentionParams, type KVBuffer, type Kernels, type WeightMatrix } from "./types.js";
 import { dequantizeMatrixRow, float32View } from "./dequant.js";
-import { f16Table65536 } from "../formats/half.js";
+import { kvElementReader } from "./kv-codec.js";
 
 export function referenceMatmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
   const { rows, cols } = w;
@@ -37,8 +37,8 @@ export function referenceMatmul(out: Float32Array, w: WeightMatrix, x: Float32Ar
 
 /**
  * Reference causal attention with grouped-query heads, sliding window and
- * optional soft-capping; see AttentionKernel for the layouts. An f16 cache
- * (Uint16Array) is decoded element by element as it is read.
+ * optional soft-capping; see AttentionKernel for the layouts. An f16 or Q8_0
+ * cache is decoded element by element as it is read.
  */
 export function referenceAttention(
   out: Float32Array,
@@ -47,12 +47,11 @@ export function referenceAttention(
   values: KVBuffer,
   p: AttentionParams,
 ): void {
-  if (keys instanceof Uint16Array !== values instanceof Uint16Array) {
-    throw new InferenceError("INTERNAL", "attention: keys and values must share one encoding (both f32 or both f16)");
+  if (kvEncodingOf(keys) !== kvEncodingOf(values)) {
+    throw new InferenceError("INTERNAL", "attention: keys and values must share one encoding");
   }
-  const decode = keys instanceof Uint16Array ? f16Table65536() : undefined;
-  const key = decode ? (i: number) => decode[keys[i]!]! : (i: number) => keys[i]!;
-  const value = decode ? (i: number) => decode[values[i]!]! : (i: number) => values[i]!;
+  const key = kvElementReader(keys);
+  const value = kvElementReader(values);
   const { numHeads, numKVHeads, headDim, slotLength, scale, window, softcap } = p;
   if (numHeads % numKVHeads !== 0) {
     throw new InferenceError("INTERNAL", `${numHeads} query heads do not group over ${numKVHeads} KV heads`);

@@ -96,13 +96,28 @@ export interface AttentionParams {
   softcap: number;
 }
 
-/** One layer's cached keys or values: float32, or IEEE f16 bits (an f16 KV cache, half the bytes). */
-export type KVBuffer = Float32Array | Uint16Array;
+/**
+ * One layer's cached keys or values, the array type naming the encoding:
+ * Float32Array, float32; Uint16Array, IEEE f16 bits (half the bytes);
+ * Uint8Array, Q8_0 blocks along each position's row of numKVHeads * headDim
+ * elements (a multiple of 32): per 32 elements an f16 scale d then 32 int8 q,
+ * element = d * q (34 bytes per 32 elements).
+ */
+export type KVBuffer = Float32Array | Uint16Array | Uint8Array;
+
+/** Elements and bytes of one Q8_0 block. */
+export const Q8_BLOCK = 32;
+export const Q8_BLOCK_BYTES = 34;
+
+/** The attention kernels' code for a cache's encoding (the WebAssembly kernel's `kvEncoding` argument). */
+export function kvEncodingOf(buffer: KVBuffer): 0 | 1 | 2 {
+  return buffer instanceof Float32Array ? 0 : buffer instanceof Uint16Array ? 1 : 2;
+}
 
 /**
  * Causal attention over a KV cache. q and out: [tokens, numHeads * headDim];
  * keys and values: one layer's cache, [slots, slotLength, numKVHeads * headDim],
- * both float32 or both f16 bits.
+ * both in the same encoding (see KVBuffer).
  * Query head h reads KV head floor(h / (numHeads / numKVHeads)) (grouped-query attention).
  */
 export type AttentionKernel = (

@@ -124,7 +124,7 @@ async function assemble(path: string, loaded: LoadedTransformer, loadOptions: Lo
     );
   }
   const parallelSlots = loadOptions.parallelSlots ?? DEFAULT_SLOTS;
-  const kvType = kvCacheType(loadOptions);
+  const kvType = kvCacheType(loadOptions, loaded);
   const contextLength = chooseContextLength(loaded, kvType, parallelSlots, loadOptions.contextLength);
   return new WasmModel({
     kvType,
@@ -152,9 +152,18 @@ async function assemble(path: string, loaded: LoadedTransformer, loadOptions: Lo
   });
 }
 
-/** The KV cache encoding asked for; rejectUnsupported has already turned away the ones we lack. */
-function kvCacheType(options: LoadOptions): KVCacheType {
-  return options.kvType?.toLowerCase() === "f16" ? "f16" : "f32";
+/** The KV cache encoding asked for (core's validation allows only f32, f16 and q8_0). */
+function kvCacheType(options: LoadOptions, loaded: LoadedTransformer): KVCacheType {
+  const kvType = (options.kvType?.toLowerCase() ?? "f32") as KVCacheType;
+  const { numKVHeads, headDim } = loaded.transformer.config;
+  if (kvType === "q8_0" && (numKVHeads * headDim) % 32 !== 0) {
+    throw new InferenceError(
+      "UNSUPPORTED",
+      `kvType q8_0 needs the model's numKVHeads * headDim to be a multiple of 32 (Q8_0 blocks); this model's is ${numKVHeads * headDim}`,
+      { details: { option: "kvType", value: options.kvType } },
+    );
+  }
+  return kvType;
 }
 
 /** Bytes of keys and values one position takes across all layers. */
@@ -204,13 +213,6 @@ function rejectUnsupported(options: LoadOptions): void {
   if (options.draftModel !== undefined) {
     throw new InferenceError("UNSUPPORTED", "backend wasm has no speculative decoding (draftModel)", {
       details: { option: "draftModel" },
-    });
-  }
-  // The cache holds float32 or f16 keys and values; q8_0 is not implemented yet.
-  const kvType = options.kvType?.toLowerCase();
-  if (kvType !== undefined && kvType !== "f32" && kvType !== "f16") {
-    throw new InferenceError("UNSUPPORTED", `backend wasm keeps its KV cache in f32 or f16; kvType ${options.kvType} is not supported yet`, {
-      details: { option: "kvType", value: options.kvType },
     });
   }
   if (options.gpuLayers !== undefined && options.gpuLayers > 0) {

@@ -156,13 +156,9 @@ async function writeQ8Copy(source: string, target: string): Promise<void> {
   await writeGgufFile(target, { metadata: new Map(file.metadata), tensors, alignment: file.alignment });
 }
 
-test("quantize to a type the backend cannot encode, or a KV type it cannot hold, is refused clearly", { skip: skip || !existsSync(SHARED_MODELS) }, async () => {
+// KV types the backend cannot hold: test/engine/kv-types.test.ts.
+test("quantize to a type the backend cannot encode is refused clearly", { skip: skip || !existsSync(SHARED_MODELS) }, async () => {
   const path = join(SHARED_MODELS, "stories260K", "stories260K.gguf");
-  await assert.rejects(loadModel(path, { backend: "wasm", kvType: "q8_0" }), (error: unknown) => {
-    assert.ok(isInferenceError(error, "UNSUPPORTED"), String(error));
-    assert.match((error as Error).message, /kvType/);
-    return true;
-  });
   await assert.rejects(loadModel(path, { backend: "wasm", quantize: "q3_k" }), (error: unknown) => {
     assert.ok(isInferenceError(error, "INVALID_OPTION"), String(error));
     assert.match((error as Error).message, /quantize/);

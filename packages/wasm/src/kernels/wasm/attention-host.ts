@@ -5,10 +5,11 @@
  * span from the earliest visible to the latest position) copied into a
  * staging copy first: a plain copy at memory speed, much cheaper than the
  * float64 reference attention it replaces, though reading in place is best.
- * An f16 cache (Uint16Array of half bits) is read as such and widened to f32 in SIMD.
+ * An f16 or Q8_0 cache is read as such and widened to f32 in SIMD.
  */
 import { InferenceError } from "@infer/core";
-import type { AttentionParams, KVBuffer } from "../types.js";
+import { kvBytes } from "../kv-codec.js";
+import { kvEncodingOf, Q8_BLOCK, type AttentionParams, type KVBuffer } from "../types.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
 import { floatToBits, Op } from "./protocol.js";
@@ -44,16 +45,20 @@ export class AttentionHost {
       }
     }
     if (tokens === 0) return;
-    const half = keys instanceof Uint16Array;
-    if (half !== values instanceof Uint16Array) {
-      throw new InferenceError("INTERNAL", "attention: keys and values must share one encoding (both f32 or both f16)");
+    const encoding = kvEncodingOf(keys);
+    if (encoding !== kvEncodingOf(values)) {
+      throw new InferenceError("INTERNAL", "attention: keys and values must share one encoding");
+    }
+    const encodingName = (["f32", "f16", "q8_0"] as const)[encoding];
+    if (encodingName === "q8_0" && (numKVHeads * headDim) % Q8_BLOCK !== 0) {
+      throw new InferenceError("INTERNAL", `attention: a q8_0 cache needs rows of a multiple of 32 elements, got ${numKVHeads * headDim}`);
     }
     if (numHeads % numKVHeads !== 0) {
       throw new InferenceError("INTERNAL", `attention: ${numHeads} query heads do not group over ${numKVHeads} KV heads`);
     }
     const width = numHeads * headDim; // floats per token in q and out
-    const slotFloats = slotLength * numKVHeads * headDim;
-    const slots = Math.floor(Math.min(keys.length, values.length) / slotFloats);
+    const slotBytes = kvBytes(encodingName, slotLength * numKVHeads * headDim);
+    const slots = Math.floor(Math.min(keys.byteLength, values.byteLength) / slotBytes);
     if (q.length < tokens * width || out.length < tokens * width) {
       throw new InferenceError("INTERNAL", `attention: q and out need ${tokens * width} floats`);
     }
@@ -70,8 +75,9 @@ export class AttentionHost {
       visible += window > 0 ? Math.min(position + 1, window) : position + 1;
     }
 
-    const keysAddress = arena.addressOf(keys) ?? this.stageCache(keys, this.keyStage, p, slots);
-    const valuesAddress = arena.addressOf(values) ?? this.stageCache(values, this.valueStage, p, slots);
+    const rowBytes = kvBytes(encodingName, numKVHeads * headDim); // per cached position
+    const keysAddress = arena.addressOf(keys) ?? this.stageCache(keys, this.keyStage, p, slots, rowBytes);
+    const valuesAddress = arena.addressOf(values) ?? this.stageCache(values, this.valueStage, p, slots, rowBytes);
     const qAddress = ctx.floatsIn(q, tokens * width, this.qStage);
     const tokenAddress = this.tokenStage.ensure(tokens * 8);
     const tokenInts = new Int32Array(arena.heap.buffer, tokenAddress, tokens * 2); // [positions | seqIds]
@@ -81,7 +87,7 @@ export class AttentionHost {
     const scoresStride = slotLength * 8; // f64 per position
     const scores = this.scores.ensure(scoresStride * ctx.pool.threads);
 
-    const work = visible * numHeads * headDim * (half ? 4 : 8); // bytes of keys and values read
+    const work = Math.ceil((visible * numHeads * 2 * rowBytes) / numKVHeads); // bytes of keys and values read
     ctx.pool.run(
       Op.ATTENTION,
       [
@@ -101,7 +107,7 @@ export class AttentionHost {
         scores,
         scoresStride,
         tokens * numHeads,
-        half ? 1 : 0,
+        encoding,
       ],
       ctx.threadsFor(work),
     );
@@ -112,9 +118,8 @@ export class AttentionHost {
    * Copies the cached positions the batch reads from `cache` (a layer's keys or
    * values outside the arena) to the same offsets of a staging copy; returns its address.
    */
-  private stageCache(cache: KVBuffer, stage: Scratch, p: AttentionParams, slots: number): number {
-    const kvStride = p.numKVHeads * p.headDim; // elements per cached position
-    const address = stage.ensure(slots * p.slotLength * kvStride * cache.BYTES_PER_ELEMENT);
+  private stageCache(cache: KVBuffer, stage: Scratch, p: AttentionParams, slots: number, rowBytes: number): number {
+    const address = stage.ensure(slots * p.slotLength * rowBytes);
     if (this.spans.length < slots * 2) this.spans = new Int32Array(slots * 2);
     const spans = this.spans;
     spans.fill(-1, 0, slots * 2);
@@ -125,14 +130,13 @@ export class AttentionHost {
       if (spans[2 * seq]! < 0 || first < spans[2 * seq]!) spans[2 * seq] = first;
       if (position > spans[2 * seq + 1]!) spans[2 * seq + 1] = position;
     }
-    const length = slots * p.slotLength * kvStride;
-    const heap = this.ctx.arena.heap.buffer;
-    const staged = cache instanceof Uint16Array ? new Uint16Array(heap, address, length) : new Float32Array(heap, address, length);
+    const staged = new Uint8Array(this.ctx.arena.heap.buffer, address, slots * p.slotLength * rowBytes);
+    const bytes = new Uint8Array(cache.buffer, cache.byteOffset, cache.byteLength);
     for (let seq = 0; seq < slots; seq++) {
       if (spans[2 * seq]! < 0) continue;
-      const from = (seq * p.slotLength + spans[2 * seq]!) * kvStride;
-      const to = (seq * p.slotLength + spans[2 * seq + 1]! + 1) * kvStride;
-      staged.set(cache.subarray(from, to), from);
+      const from = (seq * p.slotLength + spans[2 * seq]!) * rowBytes;
+      const to = (seq * p.slotLength + spans[2 * seq + 1]! + 1) * rowBytes;
+      staged.set(bytes.subarray(from, to), from);
     }
     return address;
   }

@@ -49,7 +49,7 @@ export interface KernelExports {
     scores: number,
     itemStart: number,
     itemEnd: number,
-    halfCache: number,
+    kvEncoding: number,
   ): void;
 }
 
@@ -87,7 +87,7 @@ export const Op = {
   /**
    * args: out, q, keys, values, positions, seqIds, numHeads, numKVHeads, headDim,
    * slotLength, scale (float bits), window, softcap (float bits), scores, scoresStride,
-   * items, halfCache (1: keys and values are f16 bits) — items (token x head) split across threads;
+   * items, kvEncoding (0 f32, 1 f16, 2 Q8_0; see KVBuffer) — items (token x head) split across threads;
    * thread i's scratch at scores + i * scoresStride.
    */
   ATTENTION: 2,

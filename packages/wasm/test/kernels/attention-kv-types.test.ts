@@ -1,11 +1,13 @@
 // Attention over an f16 KV cache (kvType "f16": keys and values as IEEE half
-// bits in a Uint16Array). The WebAssembly kernel against the reference on the
-// same f16 cache (the float32 kernel's bound), bit for bit against itself on the
-// cache decoded to float32, and against the float32 cache the halves were
-// rounded from (a bound from f16 rounding).
+// bits in a Uint16Array) and a Q8_0 one (kvType "q8_0": blocks in a
+// Uint8Array). The WebAssembly kernel against the reference on the same cache
+// (the float32 kernel's bound), for f16 bit for bit against itself on the cache
+// decoded to float32, and against the float32 cache it was rounded from (a
+// bound from the rounding).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { f16ToF32, f32ToF16 } from "../../src/formats/half.js";
+import { readKVRow, writeKVRow } from "../../src/kernels/kv-codec.js";
 import { referenceAttention } from "../../src/kernels/reference.js";
 import type { AttentionParams, Kernels } from "../../src/kernels/types.js";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
@@ -141,6 +143,115 @@ describe("wasm attention: mixed encodings", () => {
     for (const attention of [kernels.attention!, referenceAttention]) {
       assertInferenceError(() => attention(out, q, new Uint16Array(8), new Float32Array(8), params), "INTERNAL", /encoding/);
       assertInferenceError(() => attention(out, q, new Float32Array(8), new Uint16Array(8), params), "INTERNAL", /encoding/);
+      assertInferenceError(() => attention(out, q, new Uint8Array(68), new Uint16Array(8), params), "INTERNAL", /encoding/);
     }
   });
 });
+
+/** Q8_0 shapes: rows of a multiple of 32 elements; heads of 8 inside one block, of 48 across blocks, of 6 with scalar tails. */
+const Q8_SHAPES = [
+  { numHeads: 8, numKVHeads: 2, headDim: 64, slots: 2, slotLength: 24, window: 0, softcap: 0 },
+  { numHeads: 8, numKVHeads: 4, headDim: 8, slots: 2, slotLength: 17, window: 5, softcap: 0 },
+  { numHeads: 4, numKVHeads: 2, headDim: 48, slots: 1, slotLength: 20, window: 0, softcap: 30 },
+  { numHeads: 16, numKVHeads: 16, headDim: 6, slots: 2, slotLength: 12, window: 0, softcap: 0 },
+];
+
+/**
+ * How far attention over perturbed keys and values may sit from attention over
+ * the originals (both exact), given the actual perturbation: a score moves by
+ * at most scale * sum_d |q_d| |Δk_d|, the softmax weights by at most 2.2x the
+ * largest score change in total (first order), so the output by that times
+ * max|v| plus the largest |Δv|.
+ */
+function perturbationBound(
+  q: Float32Array,
+  keys: Float32Array,
+  values: Float32Array,
+  decodedKeys: Float32Array,
+  decodedValues: Float32Array,
+  p: AttentionParams,
+  t: number,
+  h: number,
+): number {
+  const kvStride = p.numKVHeads * p.headDim;
+  const position = p.positions[t]!;
+  const first = p.window > 0 ? Math.max(0, position - p.window + 1) : 0;
+  const qBase = (t * p.numHeads + h) * p.headDim;
+  let worstScore = 0;
+  let maxValue = 0;
+  let worstValueChange = 0;
+  for (let j = first; j <= position; j++) {
+    const base = (p.seqIds[t]! * p.slotLength + j) * kvStride + Math.floor(h / (p.numHeads / p.numKVHeads)) * p.headDim;
+    let change = 0;
+    for (let d = 0; d < p.headDim; d++) {
+      change += Math.abs(q[qBase + d]!) * Math.abs(decodedKeys[base + d]! - keys[base + d]!);
+      maxValue = Math.max(maxValue, Math.abs(values[base + d]!));
+      worstValueChange = Math.max(worstValueChange, Math.abs(decodedValues[base + d]! - values[base + d]!));
+    }
+    worstScore = Math.max(worstScore, change * p.scale);
+  }
+  return maxValue * 2.2 * worstScore + worstValueChange;
+}
+
+for (const threads of [1, 2]) {
+  describe(`wasm attention over a q8_0 cache, ${threads} thread${threads > 1 ? "s" : ""}`, () => {
+    let kernels: Kernels;
+    before(async () => (kernels = await createWasmKernels({ threads, minBytesPerThread: 0 })));
+    after(() => kernels.dispose?.());
+
+    for (const shape of Q8_SHAPES) {
+      for (const inArena of [true, false]) {
+        const name = `${shape.numHeads}/${shape.numKVHeads} heads of ${shape.headDim}, window ${shape.window}, softcap ${shape.softcap}, cache ${inArena ? "in the kernels' memory" : "staged"}`;
+        it(`${name}: matches the reference on the same blocks, and the f32 cache within the quantization's bound`, () => {
+          const next = random(threads * 2000 + shape.headDim);
+          const kvDim = shape.numKVHeads * shape.headDim;
+          const rows = shape.slots * shape.slotLength;
+          const count = rows * kvDim;
+          const blocks = (original: Float32Array): { bytes: Uint8Array; decoded: Float32Array } => {
+            const byteCount = (count / 32) * 34;
+            const bytes = inArena ? kernels.allocate!(byteCount) : new Uint8Array(byteCount);
+            for (let row = 0; row < rows; row++) writeKVRow(bytes, row * kvDim, original.subarray(row * kvDim, (row + 1) * kvDim));
+            return { bytes, decoded: readKVRow(bytes, 0, count) };
+          };
+          // Rows whose blocks differ in scale, as real keys' heads do.
+          const original = (): Float32Array => Float32Array.from({ length: count }, (_, i) => (next() * 2 - 1) * (1 + ((i >> 5) % 4)));
+          const keys32 = original();
+          const values32 = original();
+          const keys = blocks(keys32);
+          const values = blocks(values32);
+
+          const positions = Int32Array.from([3, 4, 5, 6, 7, ...(shape.slots > 1 ? [shape.slotLength - 1] : [])]);
+          const seqIds = Int32Array.from(positions, (_, t) => (t < 5 ? 0 : 1));
+          const tokens = positions.length;
+          const width = shape.numHeads * shape.headDim;
+          const q = Float32Array.from({ length: tokens * width }, () => (next() * 2 - 1) * 2);
+          const params: AttentionParams = { ...shape, tokens, positions, seqIds, scale: 1 / Math.sqrt(shape.headDim) };
+          const run = (attention: typeof referenceAttention, k: Float32Array | Uint8Array, v: Float32Array | Uint8Array): Float32Array => {
+            const out = new Float32Array(tokens * width).fill(NaN);
+            attention(out, q, k, v, params);
+            return out;
+          };
+
+          const wasmQ8 = run(kernels.attention!, keys.bytes, values.bytes);
+          const referenceQ8 = run(referenceAttention, keys.bytes, values.bytes);
+          assert.deepEqual(referenceQ8, run(referenceAttention, keys.decoded, values.decoded));
+          const tight = (t: number, h: number): number => attentionBound(q, keys.decoded, values.decoded, params, t, h);
+          checkWithin(wasmQ8, referenceQ8, params, tight, "vs reference on q8_0");
+          const reference32 = run(referenceAttention, keys32, values32);
+          const bound = (t: number, h: number): number =>
+            perturbationBound(q, keys32, values32, keys.decoded, values.decoded, params, t, h) + tight(t, h);
+          checkWithin(wasmQ8, reference32, params, bound, "vs reference on f32");
+          if (inArena) {
+            kernels.release!(keys.bytes);
+            kernels.release!(values.bytes);
+          }
+        });
+      }
+    }
+
+    it("q8_0 rows whose length is not a multiple of 32 are refused", () => {
+      const params = { numHeads: 1, numKVHeads: 1, headDim: 16, slotLength: 2, window: 0, softcap: 0, scale: 1, tokens: 1, positions: Int32Array.of(0), seqIds: Int32Array.of(0) };
+      assertInferenceError(() => kernels.attention!(new Float32Array(16), new Float32Array(16), new Uint8Array(68), new Uint8Array(68), params), "INTERNAL", /multiple of 32/);
+    });
+  });
+}

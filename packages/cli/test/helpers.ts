@@ -14,6 +14,7 @@ import {
   type PromptInput,
   register,
   type ResolvedGenerateOptions,
+  collectStopped,
   SequenceStopper,
   type Token,
 } from "@infer/core";
@@ -72,30 +73,8 @@ export class FakeModel extends BaseTextModel {
   ): Promise<BatchResult[]> {
     const results: BatchResult[] = [];
     for (const [index, input] of inputs.entries()) {
-      const stopper = new SequenceStopper(options);
-      const tokens: Token[] = [];
-      let finishReason: FinishReason = "stop";
-      const release = (released: Token[]) => {
-        tokens.push(...released);
-        for (const token of released) onToken?.(index, token);
-      };
-      const inner = this.stream(input, options, signal);
-      try {
-        for (;;) {
-          const step = await inner.next();
-          if (step.done) {
-            release(stopper.flush());
-            break;
-          }
-          release(stopper.push(step.value));
-          if (stopper.done) {
-            finishReason = stopper.done;
-            break;
-          }
-        }
-      } finally {
-        await inner.return("stop");
-      }
+      const stream = this.stream(input, options, signal);
+      const { tokens, finishReason } = await collectStopped(stream, new SequenceStopper(options), [], (token) => onToken?.(index, token));
       results.push({ tokens, text: tokens.map((t) => t.text).join(""), finishReason });
     }
     return results;

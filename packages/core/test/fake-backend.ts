@@ -24,6 +24,7 @@ import {
   type PromptInput,
   randomSeed,
   type ResolvedGenerateOptions,
+  collectStopped,
   SequenceStopper,
   type Token,
   type TokenizerModel,
@@ -168,25 +169,9 @@ export class FakeModel extends BaseTextModel implements TokenizerModel {
     let total = 0;
     for (const input of inputs) {
       if (signal.aborted) throw abortedError(signal.reason);
-      const stopper = new SequenceStopper(options);
       const tokens: Token[] = [];
-      let finishReason: FinishReason = "length";
       try {
-        const inner = this.stream(input, options, signal);
-        for (;;) {
-          const step = await inner.next();
-          if (step.done) {
-            tokens.push(...stopper.flush());
-            finishReason = step.value ?? "stop";
-            break;
-          }
-          tokens.push(...stopper.push(step.value));
-          if (stopper.done) {
-            finishReason = stopper.done;
-            await inner.return(undefined);
-            break;
-          }
-        }
+        const { finishReason } = await collectStopped(this.stream(input, options, signal), new SequenceStopper(options), tokens);
         results.push({ tokens, text: tokens.map((t) => t.text).join(""), finishReason });
       } catch (error) {
         const failure = error instanceof Error ? error : new Error(String(error));

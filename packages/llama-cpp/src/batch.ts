@@ -4,6 +4,7 @@ import {
   type FinishReason,
   isInferenceError,
   type ResolvedGenerateOptions,
+  collectStopped,
   SequenceStopper,
   type Token,
   toInferenceError,
@@ -73,37 +74,15 @@ async function runOne(
   onToken: (token: Token) => void,
 ): Promise<BatchResult> {
   const tokens: Token[] = [];
-  const release = (released: Token[]) => {
-    tokens.push(...released);
-    for (const token of released) onToken(token);
-  };
-  const stopper = new SequenceStopper(options);
-  let finishReason: FinishReason = "stop";
   try {
     if (signal.aborted) throw abortedError(signal.reason);
     const decoding = await startDecoding(parts, sequence, prompt, options, grammar, signal, timings);
-    try {
-      for (;;) {
-        const step = await decoding.next();
-        if (step.done) {
-          finishReason = step.value;
-          release(stopper.flush());
-          break;
-        }
-        release(stopper.push(step.value));
-        if (stopper.done) {
-          finishReason = stopper.done;
-          break;
-        }
-      }
-    } finally {
-      await decoding.return("stop");
-    }
+    const { finishReason } = await collectStopped(decoding, new SequenceStopper(options), tokens, onToken);
+    return collected(tokens, finishReason);
   } catch (error) {
     if (isInferenceError(error, "ABORTED")) return collected(tokens, "abort");
     return { ...collected(tokens, "error"), error: toInferenceError(error) };
   }
-  return collected(tokens, finishReason);
 }
 
 function collected(tokens: Token[], finishReason: FinishReason): BatchResult {

@@ -1,6 +1,6 @@
 // For batches of activations (prefill), each weight row is decoded once into
-// a plain form and then dotted with every activation row, instead of decoding
-// it again per activation row.
+// a plain form and then dotted with every activation row (tile.ts), instead of
+// decoding it again per activation row.
 //
 // Quantized types decode to int16 weights, one f32 scale per block of 32 and
 // one f32 minimum per block of 32 (Q4_K only; zero otherwise):
@@ -134,37 +134,6 @@ function storeScaled(at: usize, values: v128, scale: i8): void {
   const s = i16x8.splat(<i16>scale);
   v128.store(at, i16x8.mul(i16x8.extend_low_i8x16_s(values), s), 0);
   v128.store(at, i16x8.mul(i16x8.extend_high_i8x16_s(values), s), 16);
-}
-
-/** One decoded block (32 int16 at q) · 32 int16 activations at x, in four i32 lanes. */
-function blockDot(q: usize, x: usize): v128 {
-  const low = i32x4.add(i32x4.dot_i16x8_s(v128.load(q, 0), v128.load(x, 0)), i32x4.dot_i16x8_s(v128.load(q, 16), v128.load(x, 16)));
-  return i32x4.add(low, i32x4.add(i32x4.dot_i16x8_s(v128.load(q, 32), v128.load(x, 32)), i32x4.dot_i16x8_s(v128.load(q, 48), v128.load(x, 48))));
-}
-
-/**
- * A decoded quantized row · one activation row (int16 xq, per-block xd
- * scales), without the minimums' term (see minimumsTerm): only Q4_K has
- * minimums, and leaving them out of the loop saves every other type its work.
- */
-export function dotDecoded(q16: usize, scales: usize, xq: usize, xd: usize, blocks: i32): f32 {
-  let acc = f32x4.splat(0);
-  for (let i = 0; i < blocks; i++) {
-    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(blockDot(q16, xq)), f32x4.splat(load<f32>(scales) * load<f32>(xd))));
-    q16 += 64;
-    xq += 64;
-    scales += 4;
-    xd += 4;
-  }
-  const pairs = f32x4.add(acc, i32x4.shuffle(acc, acc, 2, 3, 0, 1));
-  return f32x4.extract_lane(pairs, 0) + f32x4.extract_lane(pairs, 1);
-}
-
-/** sum over blocks of min[i] * xs[i]: what a decoded Q4_K row's minimums subtract from its dot product. */
-export function minimumsTerm(mins: usize, xs: usize, blocks: i32): f32 {
-  let sum: f32 = 0;
-  for (let i = 0; i < blocks; i++) sum += load<f32>(mins + 4 * <usize>i) * load<f32>(xs + 4 * <usize>i);
-  return sum;
 }
 
 /** Eight halves (F16, bfloat = false; BF16, bfloat = true) at a time to f32; cols a multiple of 8 for the SIMD part. */

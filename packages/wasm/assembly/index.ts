@@ -5,10 +5,11 @@
 // by each instantiation with the same bytes, so re-writing it is harmless.
 
 import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
-import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0, dotDecoded, minimumsTerm } from "./decode";
+import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0 } from "./decode";
 export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
 export { gatedActivation } from "./activation";
+import { dotDecoded4x2, dotF32x4, interleave4, minimumsTerm4, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;
@@ -47,7 +48,7 @@ export function rowBytes(type: i32, cols: i32): i32 {
 
 /** Scratch bytes one thread needs to decode a row of `cols` (see matmul's `scratch`). */
 export function decodeScratchBytes(cols: i32): i32 {
-  return cols * 4 + (cols / 32) * 8;
+  return tileScratchBytes(cols);
 }
 
 /**
@@ -133,42 +134,85 @@ function matmulDecoded(
 ): void {
   const stride = <usize>rowBytes(type, cols);
   const blocks = cols / 32;
-  // scratch: q16 [cols] i16 | scales [blocks] f32 | mins [blocks] f32; or, for F16 / BF16, [cols] f32.
-  const scales = scratch + <usize>cols * 2;
-  const mins = scales + <usize>blocks * 4;
-  for (let r = rowStart; r < rowEnd; r++) {
-    const row = w + <usize>r * stride;
-    const halves = type == F16 || type == BF16;
-    switch (type) {
-      case Q8_0:
-        decodeQ8_0(row, blocks, scratch, scales, mins);
-        break;
-      case Q4_0:
-        decodeQ4_0(row, blocks, scratch, scales, mins);
-        break;
-      case Q4_K:
-        decodeQ4_K(row, cols / 256, scratch, scales, mins);
-        break;
-      case Q6_K:
-        decodeQ6_K(row, cols / 256, scratch, scales, mins);
-        break;
-      case F16:
-      case BF16:
-        decodeHalves(row, cols, scratch, type == BF16);
-        break;
-      default:
-        unreachable();
+  const halves = type == F16 || type == BF16;
+  // scratch (tile.ts): four decoded rows, then their scales and mins per row, then both as [blocks][4].
+  const decodedBytes = <usize>cols * (halves ? 4 : 2);
+  const scales = scratch + TILE_ROWS * decodedBytes;
+  const mins = scales + TILE_ROWS * <usize>blocks * 4;
+  const scales4 = mins + TILE_ROWS * <usize>blocks * 4;
+  const mins4 = scales4 + TILE_ROWS * <usize>blocks * 4;
+  const pair = mins4 + TILE_ROWS * <usize>blocks * 4; // two f32x4 results
+  const rowValuesBytes = <usize>blocks * 4;
+  // Rows go through in tiles of four; a last, partial tile repeats its last row
+  // in the spare lanes. Every row then takes the same arithmetic wherever the
+  // threads' shares split the rows, so results do not depend on the split.
+  for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
+    const count = min(TILE_ROWS, rowEnd - r);
+    for (let k = 0; k < TILE_ROWS; k++) {
+      const row = r + min(k, count - 1);
+      decodeRow(type, w + <usize>row * stride, cols, scratch + <usize>k * decodedBytes, scales + <usize>k * rowValuesBytes, mins + <usize>k * rowValuesBytes);
     }
-    for (let b = 0; b < batch; b++) {
-      const xOffset = <usize>b * <usize>cols; // elements
-      const blockOffset = <usize>b * <usize>blocks * 4;
-      let value: f32;
-      if (halves) value = dotF32(scratch, x + xOffset * 4, cols);
-      else {
-        value = dotDecoded(scratch, scales, xq + xOffset * 2, xd + blockOffset, blocks);
-        if (type == Q4_K) value -= minimumsTerm(mins, xs + blockOffset, blocks);
+    if (!halves) {
+      interleave4(scales, blocks, scales4);
+      if (type == Q4_K) interleave4(mins, blocks, mins4);
+    }
+    const tileOut = out + (<usize>r << 2);
+    const outStride = <usize>rows << 2; // bytes from one activation row's outputs to the next
+    for (let b = 0; b < batch; b += 2) {
+      // Activation rows in pairs; an odd last row is paired with itself.
+      const second = min(b + 1, batch - 1);
+      let valueA: v128;
+      let valueB: v128;
+      if (halves) {
+        valueA = dotF32x4(scratch, x + <usize>b * <usize>cols * 4, cols);
+        valueB = second > b ? dotF32x4(scratch, x + <usize>second * <usize>cols * 4, cols) : valueA;
+      } else {
+        dotDecoded4x2(scratch, scales4, xq + <usize>b * <usize>cols * 2, xd + <usize>b * <usize>blocks * 4, xq + <usize>second * <usize>cols * 2, xd + <usize>second * <usize>blocks * 4, blocks, pair, pair + 16);
+        valueA = v128.load(pair);
+        valueB = v128.load(pair, 16);
+        if (type == Q4_K) {
+          valueA = f32x4.sub(valueA, minimumsTerm4(mins4, xs + <usize>b * <usize>blocks * 4, blocks));
+          valueB = f32x4.sub(valueB, minimumsTerm4(mins4, xs + <usize>second * <usize>blocks * 4, blocks));
+        }
       }
-      store<f32>(out + ((<usize>b * <usize>rows + <usize>r) << 2), value);
+      storeLanes(tileOut + <usize>b * outStride, valueA, count);
+      if (second > b) storeLanes(tileOut + <usize>second * outStride, valueB, count);
     }
+  }
+}
+
+/** The first `count` (1..4) lanes of `value` to at. */
+function storeLanes(at: usize, value: v128, count: i32): void {
+  if (count == 4) {
+    v128.store(at, value);
+    return;
+  }
+  store<f32>(at, f32x4.extract_lane(value, 0));
+  if (count > 1) store<f32>(at, f32x4.extract_lane(value, 1), 4);
+  if (count > 2) store<f32>(at, f32x4.extract_lane(value, 2), 8);
+}
+
+/** One weight row into plain form (decode.ts): int16 quants with per-block scales and mins, or f32 for F16 / BF16. */
+function decodeRow(type: i32, row: usize, cols: i32, q16: usize, scales: usize, mins: usize): void {
+  const blocks = cols / 32;
+  switch (type) {
+    case Q8_0:
+      decodeQ8_0(row, blocks, q16, scales, mins);
+      break;
+    case Q4_0:
+      decodeQ4_0(row, blocks, q16, scales, mins);
+      break;
+    case Q4_K:
+      decodeQ4_K(row, cols / 256, q16, scales, mins);
+      break;
+    case Q6_K:
+      decodeQ6_K(row, cols / 256, q16, scales, mins);
+      break;
+    case F16:
+    case BF16:
+      decodeHalves(row, cols, q16, type == BF16);
+      break;
+    default:
+      unreachable();
   }
 }

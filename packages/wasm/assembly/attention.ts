@@ -6,72 +6,12 @@
 // (0 f32, 1 f16 bits, 2 Q8_0 blocks of 32 along each position's row: f16 scale,
 // 32 int8); positions, seqIds: [tokens] i32.
 // Dot products and the weighted sum of values run in f32x4 (halves and int8
-// widened to f32 four at a time); the softmax's exponentials and their sum in
-// f64, as the reference does.
+// widened to f32 four at a time), f32 keys and values four positions per pass;
+// the softmax in f32x4 too, with a polynomial exponential (exp4).
 
-import { halfToFloat, halvesToFloats } from "./half";
-
-/** q · k over `count` floats. */
-function dotFloats(a: usize, b: usize, count: i32): f32 {
-  let acc0 = f32x4.splat(0);
-  let acc1 = f32x4.splat(0);
-  let i = 0;
-  for (; i + 8 <= count; i += 8) {
-    acc0 = f32x4.add(acc0, f32x4.mul(v128.load(a, 0), v128.load(b, 0)));
-    acc1 = f32x4.add(acc1, f32x4.mul(v128.load(a, 16), v128.load(b, 16)));
-    a += 32;
-    b += 32;
-  }
-  const acc = f32x4.add(acc0, acc1);
-  const pairs = f32x4.add(acc, i32x4.shuffle(acc, acc, 2, 3, 0, 1));
-  let sum = f32x4.extract_lane(pairs, 0) + f32x4.extract_lane(pairs, 1);
-  for (; i < count; i++) {
-    sum += load<f32>(a) * load<f32>(b);
-    a += 4;
-    b += 4;
-  }
-  return sum;
-}
-
-/** q · k over `count` elements, q f32 and k f16 bits. */
-function dotHalves(a: usize, b: usize, count: i32): f32 {
-  let acc0 = f32x4.splat(0);
-  let acc1 = f32x4.splat(0);
-  let i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const bits = v128.load(b);
-    acc0 = f32x4.add(acc0, f32x4.mul(v128.load(a, 0), halvesToFloats(i32x4.extend_low_i16x8_u(bits))));
-    acc1 = f32x4.add(acc1, f32x4.mul(v128.load(a, 16), halvesToFloats(i32x4.extend_high_i16x8_u(bits))));
-    a += 32;
-    b += 16;
-  }
-  const acc = f32x4.add(acc0, acc1);
-  const pairs = f32x4.add(acc, i32x4.shuffle(acc, acc, 2, 3, 0, 1));
-  let sum = f32x4.extract_lane(pairs, 0) + f32x4.extract_lane(pairs, 1);
-  for (; i < count; i++) {
-    sum += load<f32>(a) * halfToFloat(<u32>load<u16>(b));
-    a += 4;
-    b += 2;
-  }
-  return sum;
-}
-
-/** out[i] += weight * v[i] for `count` elements, v f16 bits. */
-function addScaledHalves(out: usize, v: usize, weight: f32, count: i32): void {
-  const w = f32x4.splat(weight);
-  let i = 0;
-  for (; i + 4 <= count; i += 4) {
-    const halves = halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(v)));
-    v128.store(out, f32x4.add(v128.load(out), f32x4.mul(w, halves)));
-    out += 16;
-    v += 8;
-  }
-  for (; i < count; i++) {
-    store<f32>(out, load<f32>(out) + weight * halfToFloat(<u32>load<u16>(v)));
-    out += 4;
-    v += 2;
-  }
-}
+import { horizontalSum } from "./dot";
+import { halfToFloat } from "./half";
+import { dotRows4, load1, load4 } from "./tile";
 
 const Q8_BLOCK: i32 = 32;
 const Q8_BLOCK_BYTES: usize = 34;
@@ -141,23 +81,140 @@ function addScaledQ8(out: usize, row: usize, start: i32, weight: f32, count: i32
   }
 }
 
-/** out[i] += weight * v[i] for `count` floats. */
-function addScaled(out: usize, v: usize, weight: f32, count: i32): void {
-  const w = f32x4.splat(weight);
-  let i = 0;
-  for (; i + 4 <= count; i += 4) {
-    v128.store(out, f32x4.add(v128.load(out), f32x4.mul(w, v128.load(v))));
-    out += 16;
-    v += 16;
+// Cached keys and values as f32 (T = f32) or f16 bits (T = u16): one
+// generic body per pass (tile.ts' load4 / load1 / dotRows4), so both encodings
+// run the same arithmetic in the same order (an f16 cache gives exactly what
+// its decoded floats give).
+
+/** q · one cached row: lane 0 of dotRows4 with the row in every lane (the same arithmetic, for the last n % 4 keys). */
+function dotKey<T>(q: usize, k: usize, count: i32): f32 {
+  return f32x4.extract_lane(dotRows4<T>(q, k, 0, count), 0);
+}
+
+/**
+ * out[0..count) = sum over n positions of weights[j] * (the cached row at
+ * v + j * stride): a chunk of 16 (then 4) output floats stays in registers
+ * across all positions, so out is written once.
+ */
+function weightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, n: i32, count: i32): void {
+  let d = 0;
+  for (; d + 16 <= count; d += 16) {
+    let a0 = f32x4.splat(0);
+    let a1 = f32x4.splat(0);
+    let a2 = f32x4.splat(0);
+    let a3 = f32x4.splat(0);
+    let row = v + <usize>d * sizeof<T>();
+    const e = 4 * sizeof<T>(); // bytes of four elements
+    for (let j = 0; j < n; j++) {
+      const w = v128.load32_splat(weights + (<usize>j << 2));
+      a0 = f32x4.add(a0, f32x4.mul(w, load4<T>(row)));
+      a1 = f32x4.add(a1, f32x4.mul(w, load4<T>(row + e)));
+      a2 = f32x4.add(a2, f32x4.mul(w, load4<T>(row + 2 * e)));
+      a3 = f32x4.add(a3, f32x4.mul(w, load4<T>(row + 3 * e)));
+      row += stride;
+    }
+    const at = out + (<usize>d << 2);
+    v128.store(at, a0, 0);
+    v128.store(at, a1, 16);
+    v128.store(at, a2, 32);
+    v128.store(at, a3, 48);
   }
-  for (; i < count; i++) {
-    store<f32>(out, load<f32>(out) + weight * load<f32>(v));
-    out += 4;
-    v += 4;
+  for (; d + 4 <= count; d += 4) {
+    let a0 = f32x4.splat(0);
+    let row = v + <usize>d * sizeof<T>();
+    for (let j = 0; j < n; j++) {
+      a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(weights + (<usize>j << 2)), load4<T>(row)));
+      row += stride;
+    }
+    v128.store(out + (<usize>d << 2), a0);
+  }
+  for (; d < count; d++) {
+    let sum: f32 = 0;
+    let row = v + <usize>d * sizeof<T>();
+    for (let j = 0; j < n; j++) {
+      sum += load<f32>(weights + (<usize>j << 2)) * load1<T>(row);
+      row += stride;
+    }
+    store<f32>(out + (<usize>d << 2), sum);
   }
 }
 
-/** scores: this thread's scratch of slotLength f64. */
+/** Scores of the n cached keys from `keys` for one query row, scaled, into scores[0..n) (f32). */
+function scoreKeys<T>(scores: usize, q: usize, keys: usize, stride: usize, n: i32, headDim: i32, scale: f32): void {
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    v128.store(scores + (<usize>j << 2), f32x4.mul(dotRows4<T>(q, keys + <usize>j * stride, stride, headDim), f32x4.splat(scale)));
+  }
+  for (; j < n; j++) store<f32>(scores + (<usize>j << 2), dotKey<T>(q, keys + <usize>j * stride, headDim) * scale);
+}
+
+/**
+ * e^x for four lanes of x <= 0 (softmax weights after subtracting the
+ * maximum): x = n ln2 + r with |r| <= ln2 / 2, e^r by a degree-7 polynomial
+ * (Cephes' expf coefficients), 2^n put into the exponent bits. Within 2 ulp
+ * of e^x for x >= -87; below that (weights under 1e-38) the lanes are flushed to 0.
+ */
+function exp4(x: v128): v128 {
+  const small = f32x4.lt(x, f32x4.splat(-87));
+  const clamped = f32x4.max(x, f32x4.splat(-87));
+  const n = f32x4.nearest(f32x4.mul(clamped, f32x4.splat(1.442695041)));
+  // ln 2 in two parts: n * 0.693359375 is exact, so r keeps its low bits.
+  const r = f32x4.sub(f32x4.sub(clamped, f32x4.mul(n, f32x4.splat(0.693359375))), f32x4.mul(n, f32x4.splat(-2.12194440e-4)));
+  let p = f32x4.splat(1.9875691500e-4);
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.3981999507e-3));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(8.3334519073e-3));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(4.1665795894e-2));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.6666665459e-1));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(5.0000001201e-1));
+  p = f32x4.add(f32x4.add(f32x4.mul(f32x4.mul(p, r), r), r), f32x4.splat(1));
+  const scale = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
+  return v128.andnot(f32x4.mul(p, scale), small);
+}
+
+/**
+ * Softmax in place over scores[0..n) (f32): the weights that sum to one.
+ * The maximum is subtracted first, so every exponent is <= 0.
+ */
+function softmaxInPlace(scores: usize, n: i32): void {
+  let best = f32x4.splat(-Infinity);
+  let j = 0;
+  for (; j + 4 <= n; j += 4) best = f32x4.max(best, v128.load(scores + (<usize>j << 2)));
+  best = f32x4.max(best, i32x4.shuffle(best, best, 2, 3, 0, 1));
+  best = f32x4.max(best, i32x4.shuffle(best, best, 1, 0, 3, 2));
+  let top = f32x4.extract_lane(best, 0);
+  for (; j < n; j++) top = max(top, load<f32>(scores + (<usize>j << 2)));
+  const topVector = f32x4.splat(top);
+  let total = f32x4.splat(0);
+  const whole = n & ~3;
+  for (j = 0; j < whole; j += 4) {
+    const at = scores + (<usize>j << 2);
+    const e = exp4(f32x4.sub(v128.load(at), topVector));
+    v128.store(at, e);
+    total = f32x4.add(total, e);
+  }
+  let sum = horizontalSum(total);
+  for (; j < n; j++) {
+    const at = scores + (<usize>j << 2);
+    const e = f32x4.extract_lane(exp4(f32x4.splat(load<f32>(at) - top)), 0);
+    store<f32>(at, e);
+    sum += e;
+  }
+  const inverse = f32x4.splat(1 / sum);
+  for (j = 0; j + 4 <= n; j += 4) {
+    const at = scores + (<usize>j << 2);
+    v128.store(at, f32x4.mul(v128.load(at), inverse));
+  }
+  for (; j < n; j++) {
+    const at = scores + (<usize>j << 2);
+    store<f32>(at, load<f32>(at) * (1 / sum));
+  }
+}
+
+/**
+ * scores: this thread's scratch of slotLength f32. Items are taken
+ * itemStart, itemStart + itemStep, ... below itemEnd: threads interleave
+ * their items, so each gets as many early (short) as late (long) positions.
+ */
 export function attention(
   out: usize,
   q: usize,
@@ -175,6 +232,7 @@ export function attention(
   scores: usize,
   itemStart: i32,
   itemEnd: i32,
+  itemStep: i32,
   kvEncoding: i32,
 ): void {
   const group = numHeads / numKVHeads;
@@ -184,48 +242,38 @@ export function attention(
   const kvStride: usize = q8 ? <usize>(kvDim / Q8_BLOCK) * Q8_BLOCK_BYTES : <usize>kvDim * (kvEncoding == 1 ? 2 : 4);
   const headBytes = <usize>headDim * 4; // of q and out
   const kvHeadBytes: usize = q8 ? 0 : <usize>headDim * (kvEncoding == 1 ? 2 : 4);
-  for (let item = itemStart; item < itemEnd; item++) {
+  for (let item = itemStart; item < itemEnd; item += itemStep) {
     const t = item / numHeads;
     const h = item % numHeads;
     const position = load<i32>(positions + (<usize>t << 2));
     const slot = load<i32>(seqIds + (<usize>t << 2));
     const first = window > 0 ? max(0, position - window + 1) : 0;
+    const n = position - first + 1;
     const qRow = q + <usize>item * headBytes;
     const outRow = out + <usize>item * headBytes;
     const kvHead = h / group;
     const headOffset = <usize>kvHead * kvHeadBytes;
     const headStart = kvHead * headDim; // element of the row where this KV head starts (Q8_0)
-    const slotKeys = keys + <usize>slot * <usize>slotLength * kvStride + headOffset;
-    const slotValues = values + <usize>slot * <usize>slotLength * kvStride + headOffset;
+    const slotKeys = keys + (<usize>slot * <usize>slotLength + <usize>first) * kvStride + headOffset;
+    const slotValues = values + (<usize>slot * <usize>slotLength + <usize>first) * kvStride + headOffset;
 
-    let best: f64 = -Infinity;
-    for (let j = first; j <= position; j++) {
-      const keyRow = slotKeys + <usize>j * kvStride;
-      const dot = q8
-        ? dotQ8(qRow, keyRow, headStart, headDim)
-        : kvEncoding == 1
-          ? dotHalves(qRow, keyRow, headDim)
-          : dotFloats(qRow, keyRow, headDim);
-      let score = <f64>(dot * scale);
-      if (softcap > 0) score = <f64>softcap * Math.tanh(score / <f64>softcap);
-      store<f64>(scores + (<usize>(j - first) << 3), score);
-      if (score > best) best = score;
+    if (q8) {
+      for (let j = 0; j < n; j++) store<f32>(scores + (<usize>j << 2), dotQ8(qRow, slotKeys + <usize>j * kvStride, headStart, headDim) * scale);
+    } else if (kvEncoding == 1) scoreKeys<u16>(scores, qRow, slotKeys, kvStride, n, headDim, scale);
+    else scoreKeys<f32>(scores, qRow, slotKeys, kvStride, n, headDim, scale);
+    if (softcap > 0) {
+      for (let j = 0; j < n; j++) {
+        const at = scores + (<usize>j << 2);
+        store<f32>(at, <f32>(<f64>softcap * Math.tanh(<f64>load<f32>(at) / <f64>softcap)));
+      }
     }
-    let total: f64 = 0;
-    for (let j = first; j <= position; j++) {
-      const at = scores + (<usize>(j - first) << 3);
-      const e = Math.exp(load<f64>(at) - best);
-      store<f64>(at, e);
-      total += e;
+    softmaxInPlace(scores, n);
+    if (!q8) {
+      if (kvEncoding == 1) weightedSum<u16>(outRow, scores, slotValues, kvStride, n, headDim);
+      else weightedSum<f32>(outRow, scores, slotValues, kvStride, n, headDim);
+      continue;
     }
     memory.fill(outRow, 0, headBytes);
-    const inverse = 1 / total;
-    for (let j = first; j <= position; j++) {
-      const weight = <f32>(load<f64>(scores + (<usize>(j - first) << 3)) * inverse);
-      const valueRow = slotValues + <usize>j * kvStride;
-      if (q8) addScaledQ8(outRow, valueRow, headStart, weight, headDim);
-      else if (kvEncoding == 1) addScaledHalves(outRow, valueRow, weight, headDim);
-      else addScaled(outRow, valueRow, weight, headDim);
-    }
+    for (let j = 0; j < n; j++) addScaledQ8(outRow, slotValues + <usize>j * kvStride, headStart, load<f32>(scores + (<usize>j << 2)), headDim);
   }
 }

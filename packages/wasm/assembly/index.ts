@@ -9,7 +9,7 @@ import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0 } from "./
 export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
 export { gatedActivation } from "./activation";
-import { dotDecoded4x2, dotF32x4, interleave4, minimumsTerm4, TILE_ROWS, tileScratchBytes } from "./tile";
+import { dotDecoded4x2, dotRows4, interleave4, minimumsTerm4, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;
@@ -164,8 +164,8 @@ function matmulDecoded(
       let valueA: v128;
       let valueB: v128;
       if (halves) {
-        valueA = dotF32x4(scratch, x + <usize>b * <usize>cols * 4, cols);
-        valueB = second > b ? dotF32x4(scratch, x + <usize>second * <usize>cols * 4, cols) : valueA;
+        valueA = dotRows4<f32>(x + <usize>b * <usize>cols * 4, scratch, decodedBytes, cols);
+        valueB = second > b ? dotRows4<f32>(x + <usize>second * <usize>cols * 4, scratch, decodedBytes, cols) : valueA;
       } else {
         dotDecoded4x2(scratch, scales4, xq + <usize>b * <usize>cols * 2, xd + <usize>b * <usize>blocks * 4, xq + <usize>second * <usize>cols * 2, xd + <usize>second * <usize>blocks * 4, blocks, pair, pair + 16);
         valueA = v128.load(pair);

@@ -10,6 +10,8 @@
 //   scales4, mins4: [blocks][4] f32                  (the same, lane k = row k)
 //   pair:   2 x f32x4                                (dotDecoded4x2's results)
 
+import { halfToFloat, halvesToFloats } from "./half";
+
 export const TILE_ROWS = 4;
 
 /** Scratch bytes one thread needs to decode a tile of four rows of `cols` (f32 rows for F16 / BF16 are the larger). */
@@ -112,43 +114,44 @@ export function minimumsTerm4(mins4: usize, xs: usize, blocks: i32): v128 {
   return acc;
 }
 
-/** Four f32 rows (w [4][cols]) · one f32 row x: lane k = row k's dot product. */
-export function dotF32x4(w: usize, x: usize, cols: i32): v128 {
-  const rowBytes = <usize>cols * 4;
-  let p0 = w;
-  let p1 = w + rowBytes;
-  let p2 = p1 + rowBytes;
-  let p3 = p2 + rowBytes;
+/** Four elements at p, f32 (T = f32) or f16 bits (T = u16), as f32x4. */
+export function load4<T>(p: usize): v128 {
+  if (sizeof<T>() == 2) return halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(p)));
+  return v128.load(p);
+}
+
+/** One element at p, f32 or f16 bits, as f32. */
+export function load1<T>(p: usize): f32 {
+  if (sizeof<T>() == 2) return halfToFloat(<u32>load<u16>(p));
+  return load<f32>(p);
+}
+
+/** Lane k = q · (the row at k0 + k * stride) over `count` elements: four rows per pass over q. */
+export function dotRows4<T>(q: usize, k0: usize, stride: usize, count: i32): v128 {
+  const k1 = k0 + stride;
+  const k2 = k1 + stride;
+  const k3 = k2 + stride;
   let a0 = f32x4.splat(0);
   let a1 = f32x4.splat(0);
   let a2 = f32x4.splat(0);
   let a3 = f32x4.splat(0);
-  let c = 0;
-  for (; c + 4 <= cols; c += 4) {
-    const v = v128.load(x);
-    a0 = f32x4.add(a0, f32x4.mul(v128.load(p0), v));
-    a1 = f32x4.add(a1, f32x4.mul(v128.load(p1), v));
-    a2 = f32x4.add(a2, f32x4.mul(v128.load(p2), v));
-    a3 = f32x4.add(a3, f32x4.mul(v128.load(p3), v));
-    p0 += 16;
-    p1 += 16;
-    p2 += 16;
-    p3 += 16;
-    x += 16;
+  let i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const o = <usize>i * sizeof<T>();
+    const x = v128.load(q + (<usize>i << 2));
+    a0 = f32x4.add(a0, f32x4.mul(x, load4<T>(k0 + o)));
+    a1 = f32x4.add(a1, f32x4.mul(x, load4<T>(k1 + o)));
+    a2 = f32x4.add(a2, f32x4.mul(x, load4<T>(k2 + o)));
+    a3 = f32x4.add(a3, f32x4.mul(x, load4<T>(k3 + o)));
   }
   let sums = sumLanes4f(a0, a1, a2, a3);
-  for (; c < cols; c++) {
-    const v = load<f32>(x);
-    let tail = f32x4.splat(load<f32>(p0));
-    tail = f32x4.replace_lane(tail, 1, load<f32>(p1));
-    tail = f32x4.replace_lane(tail, 2, load<f32>(p2));
-    tail = f32x4.replace_lane(tail, 3, load<f32>(p3));
-    sums = f32x4.add(sums, f32x4.mul(tail, f32x4.splat(v)));
-    p0 += 4;
-    p1 += 4;
-    p2 += 4;
-    p3 += 4;
-    x += 4;
+  for (; i < count; i++) {
+    const o = <usize>i * sizeof<T>();
+    let k = f32x4.splat(load1<T>(k0 + o));
+    k = f32x4.replace_lane(k, 1, load1<T>(k1 + o));
+    k = f32x4.replace_lane(k, 2, load1<T>(k2 + o));
+    k = f32x4.replace_lane(k, 3, load1<T>(k3 + o));
+    sums = f32x4.add(sums, f32x4.mul(f32x4.splat(load<f32>(q + (<usize>i << 2))), k));
   }
   return sums;
 }

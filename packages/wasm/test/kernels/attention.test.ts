@@ -108,6 +108,23 @@ describe("wasm attention: staging and bad input", () => {
     for (const value of second) assert.ok(Math.abs(value - 0.25) < 1e-6, `${value}`);
   });
 
+  it("softmax at the exponential's edges: weights under e^-87 vanish, one dominant key takes all, ties split evenly", () => {
+    // Keys along q's direction: score_j = 0.5 * 4 * 60 * k_j, so the scores 120 * k_j
+    // run far beyond the f32 exponential's range; position 5 (k = 2) wins by 120.
+    const keyScale = [0, -3, 1, -1, 0.5, 2, -10, 1];
+    const keys = Float32Array.from({ length: 8 * 4 }, (_, i) => keyScale[Math.floor(i / 4)]!);
+    const values = Float32Array.from({ length: 8 * 4 }, (_, i) => Math.floor(i / 4) + 0.125 * (i % 4));
+    const q = new Float32Array(2 * 4).fill(60);
+    const out = new Float32Array(8).fill(NaN);
+    kernels.attention!(out, q, keys, values, { ...shape, tokens: 1, positions: Int32Array.of(7), seqIds: Int32Array.of(0) });
+    assert.deepEqual(Array.from(out), [5, 5.125, 5.25, 5.375, 5, 5.125, 5.25, 5.375]);
+    // Three equal best keys (positions 2, 5 and 7 at k = 1; the next, k = 0.5, 60 below): a third each.
+    keys.fill(1, 5 * 4, 6 * 4);
+    const tied = new Float32Array(8).fill(NaN);
+    kernels.attention!(tied, q, keys, values, { ...shape, tokens: 1, positions: Int32Array.of(7), seqIds: Int32Array.of(0) });
+    tied.forEach((value, i) => assert.ok(Math.abs(value - (14 / 3 + 0.125 * (i % 4))) < 1e-6, `${i}: ${value}`));
+  });
+
   it("rejects positions and slots outside the cache", () => {
     const bytes = kernels.allocate!(8 * 4 * 4);
     const cache = new Float32Array(bytes.buffer, bytes.byteOffset, 8 * 4);

@@ -84,7 +84,7 @@ export class AttentionHost {
     tokenInts.set(p.positions.subarray(0, tokens));
     tokenInts.set(p.seqIds.subarray(0, tokens), tokens);
     const outAddress = arena.addressOf(out) ?? this.outStage.ensure(tokens * width * 4);
-    const scoresStride = slotLength * 8; // f64 per position
+    const scoresStride = Math.ceil((slotLength * 4) / 64) * 64; // f32 per position
     const scores = this.scores.ensure(scoresStride * ctx.pool.threads);
 
     const work = Math.ceil((visible * numHeads * 2 * rowBytes) / numKVHeads); // bytes of keys and values read

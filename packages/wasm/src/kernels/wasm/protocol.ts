@@ -49,6 +49,7 @@ export interface KernelExports {
     scores: number,
     itemStart: number,
     itemEnd: number,
+    itemStep: number,
     kvEncoding: number,
   ): void;
 }
@@ -199,8 +200,10 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
       return;
     }
     case Op.ATTENTION: {
-      const [start, end] = shareOf(control[a + 15]!, index, threads);
-      if (start === end) return;
+      // Items interleaved across threads (index, index + threads, ...): causal
+      // attention's later tokens read more positions, so contiguous shares would not balance.
+      const items = control[a + 15]!;
+      if (index >= items) return;
       exports.attention(
         control[a]! >>> 0,
         control[a + 1]! >>> 0,
@@ -216,8 +219,9 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         control[a + 11]!,
         bitsToFloat(control[a + 12]!),
         (control[a + 13]! >>> 0) + index * control[a + 14]!,
-        start,
-        end,
+        index,
+        items,
+        threads,
         control[a + 16]!,
       );
       return;

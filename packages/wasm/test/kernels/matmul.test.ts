@@ -110,6 +110,29 @@ describe("wasm matmul: default thread split on a larger matrix", () => {
   });
 });
 
+describe("wasm matmul: results do not depend on the thread count", () => {
+  it("batched Q8_0, Q4_0, Q4_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile)", async () => {
+    const kernels = await Promise.all([1, 2, 3, 4].map((threads) => createWasmKernels({ threads, minBytesPerThread: 0 })));
+    try {
+      const next = random(4242);
+      for (const type of [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F16]) {
+        // 23 rows: each split puts some thread's share across a tile of four rows; batch 5 leaves an odd last row.
+        const w = randomMatrix(type, 23, 256, next);
+        const x = randomActivations(5 * 256, next);
+        const results = kernels.map((k) => {
+          const out = new Float32Array(5 * 23).fill(NaN);
+          k.matmul(out, w, x, 5);
+          return out;
+        });
+        for (let t = 1; t < results.length; t++) assert.deepEqual(results[t], results[0], `${GgmlType[type]}, ${t + 1} threads vs 1`);
+        assertWithin(results[0]!, reference(w, x, 5), errorBounds(w, x, 5, type !== GgmlType.F16), GgmlType[type]);
+      }
+    } finally {
+      await Promise.all(kernels.map((k) => k.dispose?.()));
+    }
+  });
+});
+
 describe("wasm matmul: special half-precision values", () => {
   it("F16 infinities, NaN, subnormals and signed zeros convert as the reference does (SIMD, tail and batch paths)", async () => {
     const kernels = await createWasmKernels({ threads: 1 });

@@ -199,14 +199,14 @@ function softmaxInPlace(scores: usize, n: i32): void {
     store<f32>(at, e);
     sum += e;
   }
-  const inverse = f32x4.splat(1 / sum);
+  const inverse: f32 = 1 / sum;
   for (j = 0; j + 4 <= n; j += 4) {
     const at = scores + (<usize>j << 2);
-    v128.store(at, f32x4.mul(v128.load(at), inverse));
+    v128.store(at, f32x4.mul(v128.load(at), f32x4.splat(inverse)));
   }
   for (; j < n; j++) {
     const at = scores + (<usize>j << 2);
-    store<f32>(at, load<f32>(at) * (1 / sum));
+    store<f32>(at, load<f32>(at) * inverse);
   }
 }
 

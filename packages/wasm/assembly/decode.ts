@@ -10,6 +10,7 @@
 // products with activations (|x| <= 127) and their pairwise sums stay exact in int32.
 // F16 and BF16 decode to f32.
 
+import { q6Quarter } from "./dot";
 import { halfToFloat, halvesToFloats } from "./half";
 
 /** Writes q16: [blocks * 32] i16, scales and mins: [blocks] f32 from a Q8_0 row. */
@@ -94,9 +95,6 @@ export function decodeQ4_K(w: usize, superBlocks: i32, q16: usize, scales: usize
 }
 
 export function decodeQ6_K(w: usize, superBlocks: i32, q16: usize, scales: usize, mins: usize): void {
-  const lowMask = i8x16.splat(0x0f);
-  const highMask = i8x16.splat(0x30);
-  const offset = i8x16.splat(32);
   for (let i = 0; i < superBlocks; i++) {
     const d = halfToFloat(load<u16>(w, 208));
     for (let half = 0; half < 2; half++) {
@@ -108,14 +106,10 @@ export function decodeQ6_K(w: usize, superBlocks: i32, q16: usize, scales: usize
         const a = v128.load(ql + 16 * g);
         const b = v128.load(ql + 32 + 16 * g);
         const h = v128.load(qh + 16 * g);
-        const q0 = i8x16.sub(v128.or(v128.and(a, lowMask), i8x16.shl(v128.and(h, i8x16.splat(3)), 4)), offset);
-        const q1 = i8x16.sub(v128.or(v128.and(b, lowMask), v128.and(i8x16.shl(h, 2), highMask)), offset);
-        const q2 = i8x16.sub(v128.or(i8x16.shr_u(a, 4), v128.and(h, highMask)), offset);
-        const q3 = i8x16.sub(v128.or(i8x16.shr_u(b, 4), v128.and(i8x16.shr_u(h, 2), highMask)), offset);
-        storeScaled(out + 32 * g, q0, load<i8>(sc + g));
-        storeScaled(out + 64 + 32 * g, q1, load<i8>(sc + g + 2));
-        storeScaled(out + 128 + 32 * g, q2, load<i8>(sc + g + 4));
-        storeScaled(out + 192 + 32 * g, q3, load<i8>(sc + g + 6));
+        storeScaled(out + 32 * g, q6Quarter(a, b, h, 0), load<i8>(sc + g));
+        storeScaled(out + 64 + 32 * g, q6Quarter(a, b, h, 1), load<i8>(sc + g + 2));
+        storeScaled(out + 128 + 32 * g, q6Quarter(a, b, h, 2), load<i8>(sc + g + 4));
+        storeScaled(out + 192 + 32 * g, q6Quarter(a, b, h, 3), load<i8>(sc + g + 6));
       }
     }
     for (let k = 0; k < 8; k++) {

@@ -154,11 +154,34 @@ export function dotQ4_K(w: usize, xq: usize, xd: usize, xs: usize, superBlocks: 
   return horizontalSum(acc) - horizontalSum(minAcc);
 }
 
-export function dotQ6_K(w: usize, xq: usize, xd: usize, superBlocks: i32): f32 {
-  let acc = f32x4.splat(0);
+/**
+ * Sixteen signed 6-bit Q6_K values (q - 32) of quarter 0..3 of a half block,
+ * from 16 bytes each of ql's first (a) and second (b) 32 and of qh (h): the low
+ * 4 bits are a nibble of a (quarters 0, 2) or b (1, 3), the high 2 bits bit
+ * pair `quarter` of h. Assembled in int8 lanes, ready to widen.
+ */
+export function q6Quarter(a: v128, b: v128, h: v128, quarter: i32): v128 {
   const lowMask = i8x16.splat(0x0f);
   const highMask = i8x16.splat(0x30);
-  const offset = i8x16.splat(32);
+  let q: v128;
+  switch (quarter) {
+    case 0:
+      q = v128.or(v128.and(a, lowMask), i8x16.shl(v128.and(h, i8x16.splat(3)), 4));
+      break;
+    case 1:
+      q = v128.or(v128.and(b, lowMask), v128.and(i8x16.shl(h, 2), highMask));
+      break;
+    case 2:
+      q = v128.or(i8x16.shr_u(a, 4), v128.and(h, highMask));
+      break;
+    default:
+      q = v128.or(i8x16.shr_u(b, 4), v128.and(i8x16.shr_u(h, 2), highMask));
+  }
+  return i8x16.sub(q, i8x16.splat(32));
+}
+
+export function dotQ6_K(w: usize, xq: usize, xd: usize, superBlocks: i32): f32 {
+  let acc = f32x4.splat(0);
   for (let i = 0; i < superBlocks; i++) {
     const d = halfToFloat(load<u16>(w, 208));
     // Two halves of 128 elements: 64 bytes of ql, 32 of qh and 8 scales each.
@@ -176,15 +199,11 @@ export function dotQ6_K(w: usize, xq: usize, xd: usize, superBlocks: i32): f32 {
         const a = v128.load(ql + 16 * g);
         const b = v128.load(ql + 32 + 16 * g);
         const h = v128.load(qh + 16 * g);
-        const q0 = i8x16.sub(v128.or(v128.and(a, lowMask), i8x16.shl(v128.and(h, i8x16.splat(3)), 4)), offset);
-        const q1 = i8x16.sub(v128.or(v128.and(b, lowMask), v128.and(i8x16.shl(h, 2), highMask)), offset);
-        const q2 = i8x16.sub(v128.or(i8x16.shr_u(a, 4), v128.and(h, highMask)), offset);
-        const q3 = i8x16.sub(v128.or(i8x16.shr_u(b, 4), v128.and(i8x16.shr_u(h, 2), highMask)), offset);
         const x = xq + 32 * g;
-        sum0 = i32x4.add(sum0, i32x4.mul(dot16(q0, x, 0), i32x4.splat(load<i8>(scales + g))));
-        sum1 = i32x4.add(sum1, i32x4.mul(dot16(q1, x, 64), i32x4.splat(load<i8>(scales + g + 2))));
-        sum2 = i32x4.add(sum2, i32x4.mul(dot16(q2, x, 128), i32x4.splat(load<i8>(scales + g + 4))));
-        sum3 = i32x4.add(sum3, i32x4.mul(dot16(q3, x, 192), i32x4.splat(load<i8>(scales + g + 6))));
+        sum0 = i32x4.add(sum0, i32x4.mul(dot16(q6Quarter(a, b, h, 0), x, 0), i32x4.splat(load<i8>(scales + g))));
+        sum1 = i32x4.add(sum1, i32x4.mul(dot16(q6Quarter(a, b, h, 1), x, 64), i32x4.splat(load<i8>(scales + g + 2))));
+        sum2 = i32x4.add(sum2, i32x4.mul(dot16(q6Quarter(a, b, h, 2), x, 128), i32x4.splat(load<i8>(scales + g + 4))));
+        sum3 = i32x4.add(sum3, i32x4.mul(dot16(q6Quarter(a, b, h, 3), x, 192), i32x4.splat(load<i8>(scales + g + 6))));
       }
       acc = scaledAdd(acc, sum0, d * load<f32>(xd, 0));
       acc = scaledAdd(acc, sum1, d * load<f32>(xd, 4));

@@ -62,6 +62,22 @@ export function dotQ8_0(w: usize, xq: usize, xd: usize, blocks: i32): f32 {
 
 /** One Q4_0 block's 32 nibbles (at w + 2, the -8 offset not applied) times 32 activations at xq, in four i32 lanes. */
 function blockQ4_0(w: usize, xq: usize): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) {
+    // The relaxed-SIMD build: the nibbles (0..15) are in range of the 7-bit operand of
+    // relaxed_dot_i8x16_i7x16_s, which multiplies sixteen int8 pairs per instruction
+    // (pmaddubsw on x86) against eight for dot_i16x8_s; exact, like the int16 path.
+    const mask = i8x16.splat(0x0f);
+    const packed = v128.load(w, 2);
+    const x01 = i8x16.narrow_i16x8_s(v128.load(xq, 0), v128.load(xq, 16)); // elements 0..15 as int8
+    const x23 = i8x16.narrow_i16x8_s(v128.load(xq, 32), v128.load(xq, 48)); // 16..31
+    // Pairwise products summed in int16 lanes: at most 4 * 127 * 15, far from overflow.
+    const low = i16x8.relaxed_dot_i8x16_i7x16_s(x01, v128.and(packed, mask));
+    const high = i16x8.relaxed_dot_i8x16_i7x16_s(x23, v128.and(i16x8.shr_u(packed, 4), mask));
+    // Lane j + lane j + 4: each i32 lane then sums the same eight elements as the
+    // int16 path's lane, so both builds round the same sums: the same bits.
+    const pairs = i16x8.add(low, high);
+    return i32x4.add(i32x4.extend_low_i16x8_s(pairs), i32x4.extend_high_i16x8_s(pairs));
+  }
   const lowMask = i16x8.splat(0x0f);
   // Bytes widened to u16 first: then a nibble is one and / one shift of a native 16-bit lane.
   const packed = v128.load(w, 2);

@@ -14,10 +14,10 @@ export function halfToFloat(bits: u32): f32 {
   return reinterpret<f32>(value | ((bits & 0x8000) << 16));
 }
 
-/** Four halves, zero-extended into i32 lanes, as four floats (inf / NaN kept). */
+/** Four halves, zero-extended into i32 lanes, as four floats (inf / NaN kept): halfToFloat lane-wise, in shifts rather than masks (fewer vector constants to keep in registers). */
 export function halvesToFloats(bits: v128): v128 {
-  const magnitude = i32x4.shl(v128.and(bits, i32x4.splat(0x7fff)), 13);
-  const scaled = f32x4.mul(magnitude, f32x4.splat(5.192296858534828e33)); // 2^112: rebias the exponent
-  const special = v128.and(i32x4.ge_u(magnitude, i32x4.splat(0x0f800000)), i32x4.splat(0x7f800000));
-  return v128.or(v128.or(scaled, special), i32x4.shl(v128.and(bits, i32x4.splat(0x8000)), 16));
+  const magnitude = i32x4.shr_u(i32x4.shl(bits, 17), 4); // exponent and mantissa in float32 position
+  const scaled = f32x4.mul(magnitude, f32x4.splat(HALF_TO_FLOAT_SCALE));
+  const special = v128.and(i32x4.gt_s(magnitude, i32x4.splat(0x0f7fffff)), i32x4.splat(0x7f800000)); // exponent 31
+  return v128.or(v128.or(scaled, special), i32x4.shl(i32x4.shr_u(bits, 15), 31));
 }

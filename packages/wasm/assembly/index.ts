@@ -9,6 +9,7 @@ import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0 } from "./
 export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
 export { gatedActivation } from "./activation";
+import { decodeQ4_0Nibbles, dotNibbles4x2 } from "./nibbles";
 import { dotDecoded4x2, dotRows4, interleave4, minimumsTerm4, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
@@ -76,7 +77,7 @@ export function matmul(
   rowEnd: i32,
 ): void {
   if (batch > 1 && type != F32) {
-    matmulDecoded(type, out, w, rows, cols, x, xq, xd, xs, batch, scratch, rowStart, rowEnd);
+    matmulDecoded(type, out, w, rows, cols, x, xq, xd, xs, xb, batch, scratch, rowStart, rowEnd);
     return;
   }
   const stride = <usize>rowBytes(type, cols);
@@ -127,6 +128,7 @@ function matmulDecoded(
   xq: usize,
   xd: usize,
   xs: usize,
+  xb: usize,
   batch: i32,
   scratch: usize,
   rowStart: i32,
@@ -135,6 +137,8 @@ function matmulDecoded(
   const stride = <usize>rowBytes(type, cols);
   const blocks = cols / 32;
   const halves = type == F16 || type == BF16;
+  // With relaxed SIMD, Q4_0 rows decode to nibbles for the int8 tile (nibbles.ts).
+  const nibbles = ASC_FEATURE_RELAXED_SIMD && type == Q4_0;
   // scratch (tile.ts): four decoded rows, then their scales and mins per row, then both as [blocks][4].
   const decodedBytes = <usize>cols * (halves ? 4 : 2);
   const scales = scratch + TILE_ROWS * decodedBytes;
@@ -150,7 +154,9 @@ function matmulDecoded(
     const count = min(TILE_ROWS, rowEnd - r);
     for (let k = 0; k < TILE_ROWS; k++) {
       const row = r + min(k, count - 1);
-      decodeRow(type, w + <usize>row * stride, cols, scratch + <usize>k * decodedBytes, scales + <usize>k * rowValuesBytes, mins + <usize>k * rowValuesBytes);
+      const decoded = scratch + <usize>k * (nibbles ? <usize>cols : decodedBytes);
+      if (nibbles) decodeQ4_0Nibbles(w + <usize>row * stride, blocks, decoded, scales + <usize>k * rowValuesBytes);
+      else decodeRow(type, w + <usize>row * stride, cols, decoded, scales + <usize>k * rowValuesBytes, mins + <usize>k * rowValuesBytes);
     }
     if (!halves) {
       interleave4(scales, blocks, scales4);
@@ -166,6 +172,12 @@ function matmulDecoded(
       if (halves) {
         valueA = dotRows4<f32>(x + <usize>b * <usize>cols * 4, scratch, decodedBytes, cols);
         valueB = second > b ? dotRows4<f32>(x + <usize>second * <usize>cols * 4, scratch, decodedBytes, cols) : valueA;
+      } else if (nibbles) {
+        const blockOffsetA = <usize>b * <usize>blocks * 4;
+        const blockOffsetB = <usize>second * <usize>blocks * 4;
+        dotNibbles4x2(scratch, scales4, xq + <usize>b * <usize>cols * 2, xd + blockOffsetA, xb + blockOffsetA, xq + <usize>second * <usize>cols * 2, xd + blockOffsetB, xb + blockOffsetB, blocks, pair, pair + 16);
+        valueA = v128.load(pair);
+        valueB = v128.load(pair, 16);
       } else {
         dotDecoded4x2(scratch, scales4, xq + <usize>b * <usize>cols * 2, xd + <usize>b * <usize>blocks * 4, xq + <usize>second * <usize>cols * 2, xd + <usize>second * <usize>blocks * 4, blocks, pair, pair + 16);
         valueA = v128.load(pair);

@@ -21,7 +21,7 @@ export function tileScratchBytes(cols: i32): i32 {
 }
 
 /** Lane k = the sum of v_k's four lanes: four horizontal sums in six shuffles and three adds. */
-function sumLanes4(v0: v128, v1: v128, v2: v128, v3: v128): v128 {
+export function sumLanes4(v0: v128, v1: v128, v2: v128, v3: v128): v128 {
   const u0 = i32x4.add(i32x4.shuffle(v0, v1, 0, 4, 1, 5), i32x4.shuffle(v0, v1, 2, 6, 3, 7));
   const u1 = i32x4.add(i32x4.shuffle(v2, v3, 0, 4, 1, 5), i32x4.shuffle(v2, v3, 2, 6, 3, 7));
   return i32x4.add(i32x4.shuffle(u0, u1, 0, 1, 4, 5), i32x4.shuffle(u0, u1, 2, 3, 6, 7));

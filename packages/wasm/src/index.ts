@@ -7,7 +7,7 @@ export { WasmModel } from "./model/wasm-model.js";
 export { loadTokenizer, StreamDecoder, renderChat, type Tokenizer } from "./tokenizer/index.js";
 export { loadTransformer, Transformer, KVCache, type KVCacheType, type ForwardBatch, type ModelConfig } from "./engine/transformer.js";
 export { referenceKernels } from "./kernels/reference.js";
-export { createWasmKernels, type WasmKernelOptions } from "./kernels/wasm/index.js";
+export { createWasmKernels, relaxedSimdSupported, type WasmKernelOptions } from "./kernels/wasm/index.js";
 export { GgmlType, type Kernels, type KVBuffer, type WeightMatrix } from "./kernels/types.js";
 export * as formats from "./formats/index.js";
 

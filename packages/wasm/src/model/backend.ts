@@ -28,7 +28,12 @@ export interface WasmLoadOptions extends LoadOptions {
   kernels?: Kernels;
 }
 
-/** Environment variable choosing the kernels: "wasm" (default) or "reference". */
+/**
+ * Environment variable choosing the kernels: "wasm" (default: the WebAssembly
+ * kernels, with relaxed SIMD where the runtime has it), "wasm-simd" (without
+ * relaxed SIMD), "wasm-relaxed-simd" (an error where the runtime lacks it) or
+ * "reference".
+ */
 export const KERNELS_ENV = "INFER_WASM_KERNELS";
 
 /** LoadOptions.quantize names (as core validates them) to ggml types. */
@@ -97,16 +102,20 @@ export async function loadWasmModel(path: string, options: WasmLoadOptions = {})
   }
 }
 
+/** KERNELS_ENV's WebAssembly choices, as createWasmKernels' relaxedSimd option. */
+const WASM_CHOICES: Readonly<Record<string, boolean | undefined>> = { wasm: undefined, "wasm-simd": false, "wasm-relaxed-simd": true };
+
 /** The kernels a model gets when the caller names none. */
 async function defaultKernels(threads: number | undefined): Promise<Kernels> {
   const choice = process.env[KERNELS_ENV]?.trim().toLowerCase() || "wasm";
   if (choice === "reference") return referenceKernels;
-  if (choice !== "wasm") {
-    throw new InferenceError("INVALID_OPTION", `${KERNELS_ENV}=${choice}: expected "wasm" or "reference"`, {
+  const relaxedSimd = WASM_CHOICES[choice];
+  if (!Object.hasOwn(WASM_CHOICES, choice)) {
+    throw new InferenceError("INVALID_OPTION", `${KERNELS_ENV}=${choice}: expected "wasm", "wasm-simd", "wasm-relaxed-simd" or "reference"`, {
       details: { env: KERNELS_ENV, value: choice },
     });
   }
-  return createWasmKernels({ threads });
+  return createWasmKernels({ threads, relaxedSimd });
 }
 
 async function assemble(path: string, loaded: LoadedTransformer, loadOptions: LoadOptions, ownsKernels: boolean): Promise<TextModel> {

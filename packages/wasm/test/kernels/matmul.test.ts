@@ -1,12 +1,14 @@
 // The WebAssembly SIMD kernels against the plain TypeScript reference kernel:
 // every weight type, odd row counts, batch 1, 3 and 7, 1 to 4 threads, with
 // the per-output error bounds of helpers.ts (float32 arithmetic; plus, for
-// quantized weights, int8 activation quantization).
+// quantized weights, int8 activation quantization). Where the runtime has
+// relaxed SIMD, its build of the kernels runs every case too (relaxed-simd.test.ts
+// runs this file again with the V8 flag on runtimes that need one).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { referenceMatmul } from "../../src/kernels/reference.js";
 import { GgmlType, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
-import { createWasmKernels } from "../../src/kernels/wasm/index.js";
+import { createWasmKernels, relaxedSimdSupported } from "../../src/kernels/wasm/index.js";
 import {
   assertWithin,
   errorBounds,
@@ -33,6 +35,8 @@ const CASES: Case[] = [
   { type: GgmlType.BF16, cols: [13, 64], quantizedActivations: false },
 ];
 const ROWS = [1, 5, 13];
+/** createWasmKernels' relaxedSimd: the baseline build, and the relaxed one where it runs. */
+const BUILDS = relaxedSimdSupported() ? [false, true] : [false];
 const BATCHES = [1, 3, 7];
 
 function reference(w: WeightMatrix, x: Float32Array, batch: number): Float32Array {
@@ -41,38 +45,40 @@ function reference(w: WeightMatrix, x: Float32Array, batch: number): Float32Arra
   return out;
 }
 
-for (const threads of [1, 2, 3, 4]) {
-  describe(`wasm matmul, ${threads} thread${threads > 1 ? "s" : ""}`, () => {
-    let kernels: Kernels;
-    // minBytesPerThread 0: every call uses every thread, however small.
-    before(async () => (kernels = await createWasmKernels({ threads, minBytesPerThread: 0 })));
-    after(() => kernels.dispose?.());
+for (const relaxedSimd of BUILDS) {
+  for (const threads of [1, 2, 3, 4]) {
+    describe(`wasm matmul${relaxedSimd ? " (relaxed SIMD)" : ""}, ${threads} thread${threads > 1 ? "s" : ""}`, () => {
+      let kernels: Kernels;
+      // minBytesPerThread 0: every call uses every thread, however small.
+      before(async () => (kernels = await createWasmKernels({ threads, minBytesPerThread: 0, relaxedSimd })));
+      after(() => kernels.dispose?.());
 
-    for (const { type, cols: colCounts, quantizedActivations } of CASES) {
-      it(`${GgmlType[type]}: matches the reference within its error bound`, () => {
-        const next = random(1000 * threads + type);
-        for (const cols of colCounts) {
-          for (const rows of ROWS) {
-            const w = randomMatrix(type, rows, cols, next);
-            for (const batch of BATCHES) {
-              const shape = `${GgmlType[type]} [${rows}, ${cols}] batch ${batch}`;
-              // Activations the int8 quantization keeps exactly: only arithmetic error remains.
-              if (quantizedActivations) {
-                const exact = exactlyQuantizableActivations(batch * cols, next);
-                const out = new Float32Array(batch * rows);
-                kernels.matmul(out, w, exact, batch);
-                assertWithin(out, reference(w, exact, batch), errorBounds(w, exact, batch, false), `${shape}, exact activations`);
+      for (const { type, cols: colCounts, quantizedActivations } of CASES) {
+        it(`${GgmlType[type]}: matches the reference within its error bound`, () => {
+          const next = random(1000 * threads + type);
+          for (const cols of colCounts) {
+            for (const rows of ROWS) {
+              const w = randomMatrix(type, rows, cols, next);
+              for (const batch of BATCHES) {
+                const shape = `${GgmlType[type]} [${rows}, ${cols}] batch ${batch}`;
+                // Activations the int8 quantization keeps exactly: only arithmetic error remains.
+                if (quantizedActivations) {
+                  const exact = exactlyQuantizableActivations(batch * cols, next);
+                  const out = new Float32Array(batch * rows);
+                  kernels.matmul(out, w, exact, batch);
+                  assertWithin(out, reference(w, exact, batch), errorBounds(w, exact, batch, false), `${shape}, exact activations`);
+                }
+                const x = randomActivations(batch * cols, next);
+                const out = new Float32Array(batch * rows).fill(NaN);
+                kernels.matmul(out, w, x, batch);
+                assertWithin(out, reference(w, x, batch), errorBounds(w, x, batch, quantizedActivations), shape);
               }
-              const x = randomActivations(batch * cols, next);
-              const out = new Float32Array(batch * rows).fill(NaN);
-              kernels.matmul(out, w, x, batch);
-              assertWithin(out, reference(w, x, batch), errorBounds(w, x, batch, quantizedActivations), shape);
             }
           }
-        }
-      });
-    }
-  });
+        });
+      }
+    });
+  }
 }
 
 describe("wasm matmul: types read by the reference kernel", () => {
@@ -110,22 +116,29 @@ describe("wasm matmul: default thread split on a larger matrix", () => {
   });
 });
 
-describe("wasm matmul: results do not depend on the thread count", () => {
-  it("batched Q8_0, Q4_0, Q4_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile)", async () => {
-    const kernels = await Promise.all([1, 2, 3, 4].map((threads) => createWasmKernels({ threads, minBytesPerThread: 0 })));
+describe("wasm matmul: results do not depend on the thread count or the build", () => {
+  it("Q8_0, Q4_0, Q4_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
+    const setups = BUILDS.flatMap((relaxedSimd) => [1, 2, 3, 4].map((threads) => ({ threads, relaxedSimd })));
+    const kernels = await Promise.all(setups.map(({ threads, relaxedSimd }) => createWasmKernels({ threads, minBytesPerThread: 0, relaxedSimd })));
     try {
       const next = random(4242);
       for (const type of [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F16]) {
-        // 23 rows: each split puts some thread's share across a tile of four rows; batch 5 leaves an odd last row.
+        // 23 rows: each split puts some thread's share across a tile (or a decode group) of four rows;
+        // batch 5 leaves an odd last row for the batched tile, batch 1 is decode's path.
         const w = randomMatrix(type, 23, 256, next);
-        const x = randomActivations(5 * 256, next);
-        const results = kernels.map((k) => {
-          const out = new Float32Array(5 * 23).fill(NaN);
-          k.matmul(out, w, x, 5);
-          return out;
-        });
-        for (let t = 1; t < results.length; t++) assert.deepEqual(results[t], results[0], `${GgmlType[type]}, ${t + 1} threads vs 1`);
-        assertWithin(results[0]!, reference(w, x, 5), errorBounds(w, x, 5, type !== GgmlType.F16), GgmlType[type]);
+        for (const batch of [1, 5]) {
+          const x = randomActivations(batch * 256, next);
+          const results = kernels.map((k) => {
+            const out = new Float32Array(batch * 23).fill(NaN);
+            k.matmul(out, w, x, batch);
+            return out;
+          });
+          for (let k = 1; k < results.length; k++) {
+            const { threads, relaxedSimd } = setups[k]!;
+            assert.deepEqual(results[k], results[0], `${GgmlType[type]} batch ${batch}, ${threads} threads${relaxedSimd ? ", relaxed SIMD" : ""} vs 1`);
+          }
+          assertWithin(results[0]!, reference(w, x, batch), errorBounds(w, x, batch, type !== GgmlType.F16), `${GgmlType[type]} batch ${batch}`);
+        }
       }
     } finally {
       await Promise.all(kernels.map((k) => k.dispose?.()));

@@ -8,7 +8,7 @@ import { referenceMatmul } from "../../src/kernels/reference.js";
 import { GgmlType, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
 import { availableParallelism } from "node:os";
 import { physicalCoreCount } from "../../src/kernels/wasm/cores.js";
-import { createWasmKernels } from "../../src/kernels/wasm/index.js";
+import { createWasmKernels, relaxedSimdSupported } from "../../src/kernels/wasm/index.js";
 import { assertInferenceError, assertWithin, errorBounds, random, randomActivations, randomMatrix } from "./helpers.js";
 
 function reference(w: WeightMatrix, x: Float32Array, batch: number): Float32Array {
@@ -133,6 +133,18 @@ describe("wasm kernels: bad input", () => {
       return true;
     });
     await assert.rejects(createWasmKernels({ minBytesPerThread: -1 }), /minBytesPerThread/);
+    await assert.rejects(createWasmKernels({ relaxedSimd: "yes" as unknown as boolean }), (error: unknown) => {
+      assert.equal((error as { code?: string }).code, "INVALID_OPTION");
+      assert.match((error as Error).message, /relaxedSimd must be a boolean/);
+      return true;
+    });
+    if (!relaxedSimdSupported()) {
+      await assert.rejects(createWasmKernels({ relaxedSimd: true }), (error: unknown) => {
+        assert.equal((error as { code?: string }).code, "INVALID_OPTION");
+        assert.match((error as Error).message, /no WebAssembly relaxed SIMD.*--experimental-wasm-relaxed-simd/);
+        return true;
+      });
+    }
   });
 });
 
@@ -141,7 +153,8 @@ describe("wasm kernels: lifetime", () => {
     const cores = physicalCoreCount();
     assert.ok(Number.isInteger(cores) && cores >= 1 && cores <= availableParallelism());
     const kernels = await createWasmKernels();
-    assert.equal(kernels.name, `wasm-simd (${cores} thread${cores === 1 ? "" : "s"})`);
+    const build = relaxedSimdSupported() ? "wasm-relaxed-simd" : "wasm-simd";
+    assert.equal(kernels.name, `${build} (${cores} thread${cores === 1 ? "" : "s"})`);
     await kernels.dispose!();
   });
 

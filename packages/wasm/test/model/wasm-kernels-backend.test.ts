@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { InferenceError, isInferenceError, loadModel } from "@infer/core";
 import "@infer/core/node";
 import "../../src/index.js";
-import { createWasmKernels } from "../../src/kernels/wasm/index.js";
+import { createWasmKernels, relaxedSimdSupported } from "../../src/kernels/wasm/index.js";
 import { referenceKernels } from "../../src/kernels/reference.js";
 import { KERNELS_ENV, loadWasmModel } from "../../src/model/backend.js";
 
@@ -43,6 +43,32 @@ test(`${KERNELS_ENV}=reference runs the TypeScript kernels, with the same output
     const result = await model.generateText("", { maxTokens: 60, temperature: 0 });
     assert.equal(result.text, expected.slice(0, result.text.length));
     assert.ok(result.text.length > 100, "60 tokens of text");
+  } finally {
+    delete process.env[KERNELS_ENV];
+  }
+});
+
+test(`${KERNELS_ENV}=wasm-simd runs the kernels without relaxed SIMD; wasm-relaxed-simd needs a runtime that has it`, { skip }, async () => {
+  try {
+    process.env[KERNELS_ENV] = "wasm-simd";
+    {
+      await using model = await loadModel(storiesGguf, { backend: "wasm", threads: 1 });
+      const result = await model.generateText("", { maxTokens: 60, temperature: 0 });
+      assert.equal(result.text, expected.slice(0, result.text.length));
+      assert.ok(result.text.length > 100, "60 tokens of text");
+    }
+    process.env[KERNELS_ENV] = "wasm-relaxed-simd";
+    if (relaxedSimdSupported()) {
+      await using model = await loadModel(storiesGguf, { backend: "wasm", threads: 1 });
+      const result = await model.generateText("", { maxTokens: 60, temperature: 0 });
+      assert.equal(result.text, expected.slice(0, result.text.length));
+    } else {
+      await assert.rejects(loadModel(storiesGguf, { backend: "wasm" }), (error: unknown) => {
+        assert.ok(isInferenceError(error, "INVALID_OPTION"), String(error));
+        assert.match((error as Error).message, /relaxed SIMD/);
+        return true;
+      });
+    }
   } finally {
     delete process.env[KERNELS_ENV];
   }

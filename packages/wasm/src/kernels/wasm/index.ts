@@ -19,4 +19,4 @@
  *  - `await kernels.dispose()` stops the worker threads (they never keep a
  *    process alive, disposed or not).
  */
-export { createWasmKernels, type WasmKernelOptions } from "./kernels.js";
+export { createWasmKernels, relaxedSimdSupported, type WasmKernelOptions } from "./kernels.js";

@@ -34,14 +34,41 @@ export interface WasmKernelOptions {
    * what waking a sleeping thread costs); 0 always uses every thread.
    */
   minBytesPerThread?: number;
+  /**
+   * Use the relaxed-SIMD build of the kernels (Q4_0 products sixteen multiplies
+   * per instruction instead of eight). Default: where the runtime supports it
+   * (`relaxedSimdSupported()`); true where it does not is an error, false
+   * forces the baseline build. Results are the same bits either way.
+   */
+  relaxedSimd?: boolean;
 }
 
-let compiled: Promise<WasmModule> | undefined;
+/** The two builds of assembly/ (scripts/build-wasm.mjs), compiled at most once each per process. */
+const BUILDS = { baseline: "./kernels.wasm", relaxed: "./kernels-relaxed.wasm" } as const;
+const compiled = new Map<keyof typeof BUILDS, Promise<WasmModule>>();
 
-/** Compiles kernels.wasm once per process. */
-function loadModule(): Promise<WasmModule> {
-  compiled ??= (async () => {
-    const url = new URL("./kernels.wasm", import.meta.url);
+/**
+ * A module whose one function uses `i16x8.relaxed_dot_i8x16_i7x16_s`: it
+ * validates where the runtime has relaxed SIMD (Node 22+; Node 20 with
+ * --experimental-wasm-relaxed-simd).
+ */
+const RELAXED_SIMD_PROBE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+  0x01, 0x07, 0x01, 0x60, 0x02, 0x7b, 0x7b, 0x01, 0x7b, // type: (v128, v128) -> v128
+  0x03, 0x02, 0x01, 0x00, // one function of that type
+  0x0a, 0x0b, 0x01, 0x09, 0x00, 0x20, 0x00, 0x20, 0x01, 0xfd, 0x92, 0x02, 0x0b, // local.get 0, local.get 1, relaxed dot, end
+]);
+
+/** Whether this runtime runs WebAssembly relaxed SIMD (and so the faster kernels-relaxed.wasm). */
+export function relaxedSimdSupported(): boolean {
+  return wasmApi.validate(RELAXED_SIMD_PROBE);
+}
+
+function loadModule(build: keyof typeof BUILDS): Promise<WasmModule> {
+  let module = compiled.get(build);
+  if (module) return module;
+  module = (async () => {
+    const url = new URL(BUILDS[build], import.meta.url);
     let bytes: Buffer;
     try {
       bytes = await readFile(url);
@@ -58,8 +85,9 @@ function loadModule(): Promise<WasmModule> {
       throw new InferenceError("BACKEND_UNAVAILABLE", `${url.pathname} does not compile (this runtime needs WebAssembly SIMD and threads)`, { cause });
     }
   })();
-  compiled.catch(() => (compiled = undefined));
-  return compiled;
+  compiled.set(build, module);
+  module.catch(() => compiled.delete(build));
+  return module;
 }
 
 export async function createWasmKernels(options: WasmKernelOptions = {}): Promise<Kernels> {
@@ -71,7 +99,18 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
   if (!(minBytesPerThread >= 0)) {
     throw new InferenceError("INVALID_OPTION", `minBytesPerThread must be >= 0, got ${minBytesPerThread}`);
   }
-  const module = await loadModule();
+  const supported = relaxedSimdSupported();
+  if (options.relaxedSimd !== undefined && typeof options.relaxedSimd !== "boolean") {
+    throw new InferenceError("INVALID_OPTION", `relaxedSimd must be a boolean, got ${String(options.relaxedSimd)}`);
+  }
+  if (options.relaxedSimd === true && !supported) {
+    throw new InferenceError(
+      "INVALID_OPTION",
+      "relaxedSimd: this runtime has no WebAssembly relaxed SIMD (it needs Node 22+, or Node 20 with --experimental-wasm-relaxed-simd)",
+    );
+  }
+  const relaxed = options.relaxedSimd ?? supported;
+  const module = await loadModule(relaxed ? "relaxed" : "baseline");
   // The module's own heapBase is needed before the memory exists; a throwaway one-page memory answers it
   // (maximum 1: a shared memory reserves address space for its maximum up front).
   const probe = new wasmApi.Instance(module, {
@@ -82,7 +121,7 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
   const exports = instance.exports as unknown as KernelExports;
   const controlAddress = arena.allocate(CONTROL_BYTES);
   const pool = await WorkerPool.start(module, exports, arena.memory, controlAddress, threads);
-  return new WasmKernels(new KernelContext(arena, exports, pool, minBytesPerThread));
+  return new WasmKernels(new KernelContext(arena, exports, pool, minBytesPerThread), relaxed);
 }
 
 class WasmKernels implements Kernels {
@@ -90,9 +129,12 @@ class WasmKernels implements Kernels {
   private readonly matmuls: MatmulHost;
   private readonly attentions: AttentionHost;
 
-  constructor(private readonly ctx: KernelContext) {
+  constructor(
+    private readonly ctx: KernelContext,
+    relaxed: boolean,
+  ) {
     const threads = ctx.pool.threads;
-    this.name = `wasm-simd (${threads} thread${threads === 1 ? "" : "s"})`;
+    this.name = `wasm-${relaxed ? "relaxed-simd" : "simd"} (${threads} thread${threads === 1 ? "" : "s"})`;
     this.matmuls = new MatmulHost(ctx);
     this.attentions = new AttentionHost(ctx);
   }

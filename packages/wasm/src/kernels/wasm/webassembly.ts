@@ -25,6 +25,7 @@ interface WasmApi {
   Memory: new (descriptor: { initial: number; maximum: number; shared: boolean }) => WasmMemory;
   Instance: new (module: WasmModule, imports: Record<string, Record<string, unknown>>) => WasmInstance;
   compile(bytes: Uint8Array): Promise<WasmModule>;
+  validate(bytes: Uint8Array): boolean;
 }
 
 export const wasmApi = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;

@@ -4,6 +4,11 @@
 //
 //   npm run bench -- [model.gguf|folder ...] [--json] [--threads N[,M]] [--runs N]
 //                    [--models smollm2,qwen25,llama32] [--types q8_0,q4_0,f16] [--no-llama]
+//                    [--relaxed]
+//
+// --relaxed adds our relaxed-SIMD kernels as an engine of their own (with the V8
+// flag where the runtime needs one, i.e. Node 20), and pins "ours" to the
+// baseline SIMD build; the ratios to llama.cpp stay those of "ours".
 //
 // With no model argument it benchmarks random-weight models in real shapes
 // (bench-models.mjs), written once into .cache/bench-models. Each figure is the
@@ -19,6 +24,7 @@ import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { BENCH_SHAPES, BENCH_TYPES, benchModel } from "./bench-models.mjs";
 import { physicalCoreCount } from "../dist/src/kernels/wasm/cores.js";
+import { relaxedSimdSupported } from "../dist/src/kernels/wasm/index.js";
 
 const root = fileURLToPath(new URL("../../../", import.meta.url));
 const measureScript = fileURLToPath(new URL("./measure.mjs", import.meta.url));
@@ -31,6 +37,7 @@ function parseArguments(argv) {
     models: Object.keys(BENCH_SHAPES),
     types: Object.keys(BENCH_TYPES),
     llama: true,
+    relaxed: false,
     paths: [],
   };
   for (let i = 0; i < argv.length; i++) {
@@ -42,6 +49,7 @@ function parseArguments(argv) {
     const list = () => value().split(",").map((item) => item.trim()).filter(Boolean);
     if (arg === "--json") options.json = true;
     else if (arg === "--no-llama") options.llama = false;
+    else if (arg === "--relaxed") options.relaxed = true;
     else if (arg === "--runs") options.runs = positive(arg, value());
     else if (arg === "--threads") options.threads = list().map((item) => positive(arg, item));
     else if (arg === "--models") options.models = list();
@@ -61,9 +69,13 @@ function positive(name, text) {
 }
 
 /** Runs measure.mjs in a fresh process; its one JSON line, or an error record. */
-function measure(engine, path, threads) {
+function measure(engine, path, threads, options) {
+  const flags = engine === "ours-relaxed" && !relaxedSimdSupported() ? ["--experimental-wasm-relaxed-simd"] : [];
+  const env = { ...process.env };
+  if (engine === "ours-relaxed") env.INFER_WASM_KERNELS = "wasm-relaxed-simd";
+  else if (engine === "ours" && options.relaxed) env.INFER_WASM_KERNELS = "wasm-simd";
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [measureScript, engine, path, String(threads)], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [...flags, measureScript, engine, path, String(threads)], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
     child.stdout.on("data", (chunk) => (out += chunk));
@@ -112,12 +124,13 @@ async function benchOne(label, path, options) {
   const { size } = await stat(path);
   const jobs = [];
   for (const threads of options.threads) jobs.push(["ours", threads]);
+  if (options.relaxed) for (const threads of options.threads) jobs.push(["ours-relaxed", threads]);
   if (options.llama) jobs.push(["llama", 1], ["llama", 2]);
   const runs = new Map(jobs.map((job) => [job.join(":"), []]));
   const loadBefore = loadavg()[0];
   for (let run = 0; run < options.runs; run++) {
     for (const [engine, threads] of jobs) {
-      const result = await measure(engine, path, threads);
+      const result = await measure(engine, path, threads, options);
       runs.get(`${engine}:${threads}`).push(result);
       if (!options.json) process.stderr.write(result.error ? `  ${result.error}\n` : ".");
     }
@@ -129,7 +142,7 @@ async function benchOne(label, path, options) {
 
 /** Ours against llama.cpp: decode vs its best thread setting, prefill vs 2 threads, TTFT and load vs its best. */
 function ratios(engines) {
-  const ours = engines.filter((e) => !e.error && e.engine.startsWith("ours"));
+  const ours = engines.filter((e) => !e.error && e.engine.startsWith("ours ("));
   const llama = engines.filter((e) => !e.error && e.engine.startsWith("llama"));
   if (ours.length === 0 || llama.length === 0) return undefined;
   const best = (list, key, lower = false) => list.reduce((a, b) => ((lower ? b[key] < a[key] : b[key] > a[key]) ? b : a));
@@ -149,7 +162,7 @@ function formatTable(result) {
   const mib = (bytes) => (bytes / 2 ** 20).toFixed(0);
   const lines = [
     `\n${result.model}  (${mib(result.fileBytes)} MiB file; load average ${result.loadAverage.map((v) => v.toFixed(1)).join(" -> ")})`,
-    "engine                 load ms   TTFT ms  prefill128 t/s  prefill512 t/s  decode t/s  peak RSS MiB",
+    "engine                   load ms   TTFT ms  prefill128 t/s  prefill512 t/s  decode t/s  peak RSS MiB",
   ];
   for (const e of result.engines) {
     if (e.error) {
@@ -157,7 +170,7 @@ function formatTable(result) {
       continue;
     }
     lines.push(
-      `${e.engine.padEnd(22)} ${e.loadMs.toFixed(0).padStart(7)} ${e.ttftMs.toFixed(0).padStart(9)} ${e.prefill128.toFixed(1).padStart(15)} ` +
+      `${e.engine.padEnd(24)} ${e.loadMs.toFixed(0).padStart(7)} ${e.ttftMs.toFixed(0).padStart(9)} ${e.prefill128.toFixed(1).padStart(15)} ` +
         `${e.prefill512.toFixed(1).padStart(15)} ${e.decode.toFixed(1).padStart(11)} ${mib(e.peakRssBytes).padStart(13)}`,
     );
   }

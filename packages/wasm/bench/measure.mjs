@@ -1,5 +1,5 @@
 // One measurement run in a fresh process (so peak RSS is this engine's alone):
-//   node measure.mjs <ours|llama> <model.gguf|folder> <threads>
+//   node measure.mjs <ours|ours-relaxed|llama> <model.gguf|folder> <threads>
 // prints one JSON line: load time, time to first token and prefill rate for a
 // 128-token prompt, prefill rate for a 512-token prompt, decode rate over 128
 // new tokens (EOS ignored, greedy), and the process's peak RSS.
@@ -7,8 +7,8 @@ import { performance } from "node:perf_hooks";
 
 const [engine, modelPath, threadsArg] = process.argv.slice(2);
 const threads = Number(threadsArg);
-if (!["ours", "llama"].includes(engine) || !modelPath || !(threads >= 1)) {
-  console.error("usage: node measure.mjs <ours|llama> <model> <threads>");
+if (!["ours", "ours-relaxed", "llama"].includes(engine) || !modelPath || !(threads >= 1)) {
+  console.error("usage: node measure.mjs <ours|ours-relaxed|llama> <model> <threads>");
   process.exit(2);
 }
 
@@ -50,7 +50,9 @@ async function measureOurs() {
   const encode = (text) => model.encode(text).length;
   const greedy = { temperature: 0, ignoreEos: true };
   await model.generateText(promptOf(8, encode), { ...greedy, maxTokens: 4 }); // warm-up
-  const result = { engine: `ours (${threads} thread${threads > 1 ? "s" : ""})`, threads, loadMs, prefill: {} };
+  // ours-relaxed: the relaxed-SIMD kernels (bench.mjs sets INFER_WASM_KERNELS and the V8 flag for it).
+  const name = engine === "ours-relaxed" ? "ours relaxed" : "ours";
+  const result = { engine: `${name} (${threads} thread${threads > 1 ? "s" : ""})`, threads, loadMs, prefill: {} };
   for (const size of PROMPT_SIZES) {
     const started = performance.now();
     await model.generateText(promptOf(size, encode), { ...greedy, maxTokens: 1 });
@@ -117,6 +119,6 @@ async function measureLlama() {
   return result;
 }
 
-const result = engine === "ours" ? await measureOurs() : await measureLlama();
+const result = engine === "llama" ? await measureLlama() : await measureOurs();
 process.stdout.write(`${JSON.stringify(result)}\n`);
 process.exit(0);

@@ -66,15 +66,9 @@ export function applyRope(
   magnitude = 1,
 ): void {
   const pairs = inverseFrequencies.length; // rotaryDim / 2
-  const cos = new Float64Array(pairs);
-  const sin = new Float64Array(pairs);
+  const { cos, sin } = rotationTable(tokens, positions, inverseFrequencies, magnitude);
   for (let t = 0; t < tokens; t++) {
-    const position = positions[t]!;
-    for (let i = 0; i < pairs; i++) {
-      const angle = position * inverseFrequencies[i]!;
-      cos[i] = Math.cos(angle) * magnitude;
-      sin[i] = Math.sin(angle) * magnitude;
-    }
+    const row = t * pairs;
     for (let h = 0; h < heads; h++) {
       const base = (t * heads + h) * headDim;
       for (let i = 0; i < pairs; i++) {
@@ -82,11 +76,47 @@ export function applyRope(
         const b = mode === "normal" ? a + 1 : a + pairs;
         const x0 = x[a]!;
         const x1 = x[b]!;
-        x[a] = x0 * cos[i]! - x1 * sin[i]!;
-        x[b] = x0 * sin[i]! + x1 * cos[i]!;
+        x[a] = x0 * cos[row + i]! - x1 * sin[row + i]!;
+        x[b] = x0 * sin[row + i]! + x1 * cos[row + i]!;
       }
     }
   }
+}
+
+/**
+ * cos and sin (times magnitude) of every token's angles, [tokens, pairs]. A forward
+ * pass rotates q and k of every layer at the same positions, so the last table
+ * is kept and reused while positions, frequencies (the same array, never changed
+ * in place: callers build one per RoPE setting) and magnitude stay the same
+ * (a decode step: 2 x layers calls, one table).
+ */
+function rotationTable(tokens: number, positions: Int32Array, inverseFrequencies: Float64Array, magnitude: number): { cos: Float64Array; sin: Float64Array } {
+  const pairs = inverseFrequencies.length;
+  const last = lastRotation;
+  if (last && last.inverseFrequencies === inverseFrequencies && last.magnitude === magnitude && last.tokens === tokens && samePositions(last.positions, positions, tokens)) {
+    return last;
+  }
+  const cos = new Float64Array(tokens * pairs);
+  const sin = new Float64Array(tokens * pairs);
+  for (let t = 0; t < tokens; t++) {
+    const position = positions[t]!;
+    for (let i = 0; i < pairs; i++) {
+      const angle = position * inverseFrequencies[i]!;
+      cos[t * pairs + i] = Math.cos(angle) * magnitude;
+      sin[t * pairs + i] = Math.sin(angle) * magnitude;
+    }
+  }
+  lastRotation = { inverseFrequencies, magnitude, tokens, positions: positions.slice(0, tokens), cos, sin };
+  return lastRotation;
+}
+
+let lastRotation:
+  | { inverseFrequencies: Float64Array; magnitude: number; tokens: number; positions: Int32Array; cos: Float64Array; sin: Float64Array }
+  | undefined;
+
+function samePositions(a: Int32Array, b: Int32Array, tokens: number): boolean {
+  for (let t = 0; t < tokens; t++) if (a[t] !== b[t]) return false;
+  return true;
 }
 
 /** In-place softmax of x[offset .. offset + length). */

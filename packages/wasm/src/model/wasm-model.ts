@@ -138,7 +138,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
     const seq = scheduler.start(0, this.request(this.promptIds(input), options, options.seed ?? randomSeed()));
     let firstTokenAt = 0;
-    let peak = rss();
+    const peak = new PeakRss();
     try {
       while (!seq.done) {
         scheduler.step([seq], signal);
@@ -147,7 +147,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
         for (const token of seq.drain()) yield token;
         // Let timers and I/O (abort signals, servers) run between steps.
         await new Promise<void>((resolve) => setImmediate(resolve));
-        peak = Math.max(peak, rss());
+        peak.sample();
       }
       return seq.finishReason === "length" ? "length" : "stop";
     } finally {
@@ -158,7 +158,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
         prefillMs: (firstTokenAt || end) - started,
         decodeMs: firstTokenAt ? end - firstTokenAt : 0,
         totalMs: end - started,
-        peakMemoryBytes: peak,
+        peakMemoryBytes: peak.final(),
         activeMemoryBytes: this.heldBytes(),
       });
     }
@@ -231,7 +231,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
     const running = new Map<Sequence, number>();
     const freeSlots = Array.from({ length: this.parts.parallelSlots }, (_, i) => i);
-    let peak = rss();
+    const peak = new PeakRss();
     let generated = 0;
     // Continuous batching: a slot freed by a finished sequence takes the next prompt.
     while (waiting.length > 0 || running.size > 0) {
@@ -260,7 +260,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
         running.delete(seq);
         freeSlots.push(seq.slot);
       }
-      peak = Math.max(peak, rss());
+      peak.sample();
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
     for (const seq of running.keys()) generated += seq.generatedIds.length;
@@ -271,7 +271,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       prefillMs: scheduler.timings.prefillMs,
       decodeMs: scheduler.timings.decodeMs,
       totalMs: total,
-      peakMemoryBytes: peak,
+      peakMemoryBytes: peak.final(),
       activeMemoryBytes: this.heldBytes(),
     });
     return results;
@@ -358,4 +358,27 @@ function defined<T extends object>(options: T): Partial<T> {
 
 function rss(): number {
   return process.memoryUsage.rss();
+}
+
+/**
+ * The largest resident set seen during a call. Reading it is a system call and
+ * a parse (tens of microseconds), so steps sample it at most every
+ * SAMPLE_INTERVAL_MS rather than at every token; the first and last reads are always taken.
+ */
+class PeakRss {
+  private static readonly SAMPLE_INTERVAL_MS = 25;
+  private peak = rss();
+  private lastSample = performance.now();
+
+  sample(): void {
+    const now = performance.now();
+    if (now - this.lastSample < PeakRss.SAMPLE_INTERVAL_MS) return;
+    this.lastSample = now;
+    this.peak = Math.max(this.peak, rss());
+  }
+
+  final(): number {
+    this.peak = Math.max(this.peak, rss());
+    return this.peak;
+  }
 }

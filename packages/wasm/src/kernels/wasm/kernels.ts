@@ -109,8 +109,16 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
       "relaxedSimd: this runtime has no WebAssembly relaxed SIMD (it needs Node 22+, or Node 20 with --experimental-wasm-relaxed-simd)",
     );
   }
-  const relaxed = options.relaxedSimd ?? supported;
-  const module = await loadModule(relaxed ? "relaxed" : "baseline");
+  let relaxed = options.relaxedSimd ?? supported;
+  let module: WasmModule;
+  try {
+    module = await loadModule(relaxed ? "relaxed" : "baseline");
+  } catch (error) {
+    // Picked by detection only: a missing or refused relaxed build falls back to the baseline one.
+    if (!relaxed || options.relaxedSimd === true) throw error;
+    relaxed = false;
+    module = await loadModule("baseline");
+  }
   // The module's own heapBase is needed before the memory exists; a throwaway one-page memory answers it
   // (maximum 1: a shared memory reserves address space for its maximum up front).
   const probe = new wasmApi.Instance(module, {

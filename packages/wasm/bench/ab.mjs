@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+// Interleaved A/B of two builds of kernels.wasm on one matmul (not a test):
+//   node packages/wasm/bench/ab.mjs <a.wasm> <b.wasm> [--type Q4_0] [--shape 1536x576]
+//        [--batch 1] [--copies 1] [--rounds 40]
+// Both modules run on one shared memory, on the calling thread only, taking
+// turns in 20 ms windows; it prints each build's best rate, the ratio of the
+// best rates and the median of the per-round ratios (the figure to quote: a
+// busy spell of the machine slows both sides of a round alike), and the
+// largest difference between the two outputs. --copies N cycles through N
+// copies of the matrix, so that with N x its size beyond the L3 cache the
+// weights stream from memory as in a real decode step. To compare relaxed-SIMD
+// builds on Node 20, run node with --experimental-wasm-relaxed-simd.
+// Build first (`npm run build`); the builds to compare are dist/src/kernels/wasm/*.wasm
+// or copies of them made from other versions of assembly/.
+/* global WebAssembly */
+import { readFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+import { quantize } from "../dist/src/formats/index.js";
+import { GgmlType } from "../dist/src/kernels/types.js";
+
+const [fileA, fileB] = process.argv.slice(2);
+const option = (name, fallback) => {
+  const at = process.argv.indexOf(name);
+  return at >= 0 ? process.argv[at + 1] : fallback;
+};
+if (!fileA?.endsWith(".wasm") || !fileB?.endsWith(".wasm")) {
+  console.error("usage: ab.mjs <a.wasm> <b.wasm> [--type Q4_0] [--shape 1536x576] [--batch 1] [--copies 1] [--rounds 40]");
+  process.exit(2);
+}
+const typeName = option("--type", "Q8_0");
+const type = GgmlType[typeName];
+const [rows, cols] = option("--shape", "1536x576").split("x").map(Number);
+const batch = Number(option("--batch", "1"));
+const copies = Number(option("--copies", "1"));
+const rounds = Number(option("--rounds", "40"));
+
+const memory = new WebAssembly.Memory({ initial: 1024, maximum: 65536, shared: true });
+const instantiate = (file) => new WebAssembly.Instance(new WebAssembly.Module(readFileSync(file)), { env: { memory } }).exports;
+const builds = [instantiate(fileA), instantiate(fileB)];
+
+let top = Math.max(builds[0].heapBase(), builds[1].heapBase());
+function allocate(bytes) {
+  const at = Math.ceil(top / 64) * 64;
+  top = at + bytes;
+  const needed = Math.ceil(top / 65536) - memory.buffer.byteLength / 65536;
+  if (needed > 0) memory.grow(needed);
+  return at;
+}
+
+const values = new Float32Array(rows * cols).map((_, i) => Math.sin(i * 12.9898) * 0.5);
+const weights = quantize(type, values);
+const matrices = [];
+for (let c = 0; c < copies; c++) {
+  const at = allocate(weights.byteLength);
+  new Uint8Array(memory.buffer, at, weights.byteLength).set(weights);
+  matrices.push(at);
+}
+const x = allocate(batch * cols * 4);
+new Float32Array(memory.buffer, x, batch * cols).set(new Float32Array(batch * cols).map((_, i) => Math.cos(i)));
+const blocks = (batch * cols) / 32;
+const [xq, xd, xs, xb] = [allocate(batch * cols * 2), allocate(blocks * 4), allocate(blocks * 4), allocate(blocks * 4)];
+builds[0].quantizeActivations(x, batch, cols, xq, xd, xs, xb);
+const outs = [allocate(batch * rows * 4), allocate(batch * rows * 4)];
+const scratch = allocate(Math.max(builds[0].decodeScratchBytes(cols), builds[1].decodeScratchBytes(cols)) + 64);
+
+let turn = 0;
+const run = (k) => {
+  turn = (turn + 1) % copies;
+  builds[k].matmul(type, outs[k], matrices[turn], rows, cols, x, xq, xd, xs, xb, batch, scratch, 0, rows);
+};
+run(0);
+run(1);
+const a = new Float32Array(memory.buffer, outs[0], batch * rows);
+const b = new Float32Array(memory.buffer, outs[1], batch * rows);
+let maxDifference = 0;
+for (let i = 0; i < a.length; i++) maxDifference = Math.max(maxDifference, Math.abs(a[i] - b[i]));
+
+const best = [0, 0];
+const ratios = [];
+for (let round = 0; round < rounds; round++) {
+  const rate = [0, 0];
+  for (const k of round % 2 ? [1, 0] : [0, 1]) {
+    let calls = 0;
+    const start = performance.now();
+    let elapsed = 0;
+    while (elapsed < 20) {
+      run(k);
+      calls++;
+      elapsed = performance.now() - start;
+    }
+    rate[k] = (calls * 1000) / elapsed;
+    best[k] = Math.max(best[k], rate[k]);
+  }
+  ratios.push(rate[1] / rate[0]);
+}
+ratios.sort((p, q) => p - q);
+const gbPerSecond = (callsPerSecond) => ((callsPerSecond * weights.byteLength) / 1e9).toFixed(2);
+console.log(
+  `${typeName} ${rows}x${cols} batch ${batch}, ${copies} cop${copies > 1 ? "ies" : "y"}: A ${gbPerSecond(best[0])} GB/s, B ${gbPerSecond(best[1])} GB/s ` +
+    `(weight bytes); best B/A ${(best[1] / best[0]).toFixed(3)}, median paired B/A ${ratios[Math.floor(ratios.length / 2)].toFixed(3)}; ` +
+    `largest output difference ${maxDifference.toExponential(2)}`,
+);

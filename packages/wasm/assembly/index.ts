@@ -10,6 +10,8 @@ export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
 export { gatedActivation } from "./activation";
 import { decodeQ4_0Nibbles, dotNibbles4x2 } from "./nibbles";
+import { dotQ4_0Group, GROUP_BLOCK_BYTES } from "./interleave";
+export { interleaveQ4_0 } from "./interleave";
 import { dotDecoded4x2, dotRows4, interleave4, minimumsTerm4, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
@@ -20,6 +22,8 @@ const Q8_0 = 8;
 const Q4_K = 12;
 const Q6_K = 14;
 const BF16 = 30;
+/** Not a ggml type: Q4_0 rows interleaved in groups of four at load (interleave.ts). */
+const Q4_0_X4 = 1000;
 
 /** First address past the module's own static data: the host allocates from here. */
 export function heapBase(): usize {
@@ -37,6 +41,7 @@ export function rowBytes(type: i32, cols: i32): i32 {
     case Q8_0:
       return (cols / 32) * 34;
     case Q4_0:
+    case Q4_0_X4:
       return (cols / 32) * 18;
     case Q4_K:
       return (cols / 256) * 144;
@@ -58,7 +63,9 @@ export function decodeScratchBytes(cols: i32): i32 {
  * Float types read x: [batch, cols] f32; quantized types read the quantized
  * activations xq: [batch, cols] i16 and xd, xs, xb: [batch, cols / 32] f32
  * (see quantize.ts). With batch > 1, each row is first decoded (decode.ts)
- * into this thread's `scratch` of decodeScratchBytes(cols) bytes.
+ * into this thread's `scratch` of decodeScratchBytes(cols) bytes. Q4_0_X4 is
+ * Q4_0 interleaved by four rows at load (interleave.ts); a thread's rows may
+ * start or end inside one of its groups.
  */
 export function matmul(
   type: i32,
@@ -82,6 +89,10 @@ export function matmul(
   }
   const stride = <usize>rowBytes(type, cols);
   const blocks = cols / 32;
+  if (type == Q4_0_X4 && batch == 1) {
+    matmulInterleaved(out, w, rows, blocks, xq, xd, xb, rowStart, rowEnd);
+    return;
+  }
   for (let r = rowStart; r < rowEnd; r++) {
     const row = w + <usize>r * stride;
     for (let b = 0; b < batch; b++) {
@@ -138,7 +149,7 @@ function matmulDecoded(
   const blocks = cols / 32;
   const halves = type == F16 || type == BF16;
   // With relaxed SIMD, Q4_0 rows decode to nibbles for the int8 tile (nibbles.ts).
-  const nibbles = ASC_FEATURE_RELAXED_SIMD && type == Q4_0;
+  const nibbles = ASC_FEATURE_RELAXED_SIMD && (type == Q4_0 || type == Q4_0_X4);
   // scratch (tile.ts): four decoded rows, then their scales and mins per row, then both as [blocks][4].
   const decodedBytes = <usize>cols * (halves ? 4 : 2);
   const scales = scratch + TILE_ROWS * decodedBytes;
@@ -155,8 +166,19 @@ function matmulDecoded(
     for (let k = 0; k < TILE_ROWS; k++) {
       const row = r + min(k, count - 1);
       const decoded = scratch + <usize>k * (nibbles ? <usize>cols : decodedBytes);
-      if (nibbles) decodeQ4_0Nibbles(w + <usize>row * stride, blocks, decoded, scales + <usize>k * rowValuesBytes);
-      else decodeRow(type, w + <usize>row * stride, cols, decoded, scales + <usize>k * rowValuesBytes, mins + <usize>k * rowValuesBytes);
+      const rowScales = scales + <usize>k * rowValuesBytes;
+      if (type == Q4_0 || type == Q4_0_X4) {
+        // Where the row's blocks are: plain rows every 18 bytes; a row of an interleaved group every 72.
+        const grouped = type == Q4_0_X4 && row < (rows & ~3);
+        const group = w + <usize>(row & ~3) * stride;
+        const scaleAt = grouped ? group + 2 * <usize>(row & 3) : w + <usize>row * stride;
+        const nibblesAt = grouped ? group + 8 + 16 * <usize>(row & 3) : scaleAt + 2;
+        const blockStride: usize = grouped ? GROUP_BLOCK_BYTES : 18;
+        if (nibbles) decodeQ4_0Nibbles(scaleAt, nibblesAt, blockStride, blocks, decoded, rowScales);
+        else decodeQ4_0(scaleAt, nibblesAt, blockStride, blocks, decoded, rowScales, mins + <usize>k * rowValuesBytes);
+      } else {
+        decodeRow(type, w + <usize>row * stride, cols, decoded, rowScales, mins + <usize>k * rowValuesBytes);
+      }
     }
     if (!halves) {
       interleave4(scales, blocks, scales4);
@@ -193,6 +215,42 @@ function matmulDecoded(
   }
 }
 
+/**
+ * Q4_0_X4 rows [rowStart, rowEnd) times one activation row (interleave.ts):
+ * whole groups four rows at a time, a group cut by the range computed whole
+ * with only its rows in range stored (each lane's arithmetic is its row's
+ * alone, so the same bits wherever threads split), the plain tail rows one by one.
+ */
+function matmulInterleaved(out: usize, w: usize, rows: i32, blocks: i32, xq: usize, xd: usize, xb: usize, rowStart: i32, rowEnd: i32): void {
+  const groupRows = rows & ~3;
+  const rowBytes = <usize>blocks * 18;
+  let r = rowStart;
+  while (r < min(rowEnd, groupRows)) {
+    const group = r & ~3;
+    const values = dotQ4_0Group(w + <usize>group * rowBytes, xq, xd, xb, blocks);
+    const end = min(group + 4, rowEnd);
+    for (; r < end; r++) storeLane(out + (<usize>r << 2), values, r - group);
+  }
+  for (; r < rowEnd; r++) store<f32>(out + (<usize>r << 2), dotQ4_0(w + <usize>r * rowBytes, xq, xd, xb, blocks));
+}
+
+/** Lane `lane` (0..3) of `value` to at. */
+function storeLane(at: usize, value: v128, lane: i32): void {
+  switch (lane) {
+    case 0:
+      store<f32>(at, f32x4.extract_lane(value, 0));
+      break;
+    case 1:
+      store<f32>(at, f32x4.extract_lane(value, 1));
+      break;
+    case 2:
+      store<f32>(at, f32x4.extract_lane(value, 2));
+      break;
+    default:
+      store<f32>(at, f32x4.extract_lane(value, 3));
+  }
+}
+
 /** The first `count` (1..4) lanes of `value` to at. */
 function storeLanes(at: usize, value: v128, count: i32): void {
   if (count == 4) {
@@ -210,9 +268,6 @@ function decodeRow(type: i32, row: usize, cols: i32, q16: usize, scales: usize, 
   switch (type) {
     case Q8_0:
       decodeQ8_0(row, blocks, q16, scales, mins);
-      break;
-    case Q4_0:
-      decodeQ4_0(row, blocks, q16, scales, mins);
       break;
     case Q4_K:
       decodeQ4_K(row, cols / 256, q16, scales, mins);

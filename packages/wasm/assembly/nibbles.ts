@@ -12,15 +12,20 @@
 import { halfToFloat } from "./half";
 import { sumLanes4 } from "./tile";
 
-/** Writes a Q4_0 row's nibbles, q8: [blocks * 32] u8 (element order), and scales: [blocks] f32. */
-export function decodeQ4_0Nibbles(w: usize, blocks: i32, q8: usize, scales: usize): void {
+/**
+ * Writes a Q4_0 row's nibbles, q8: [blocks * 32] u8 (element order), and scales:
+ * [blocks] f32; the row's block i has its scale at scale + i * stride and its
+ * nibbles at nibbles + i * stride (see decode.ts's decodeQ4_0).
+ */
+export function decodeQ4_0Nibbles(scale: usize, nibbles: usize, stride: usize, blocks: i32, q8: usize, scales: usize): void {
   const mask = i8x16.splat(0x0f);
   for (let i = 0; i < blocks; i++) {
-    const packed = v128.load(w, 2);
+    const packed = v128.load(nibbles);
     v128.store(q8, v128.and(packed, mask), 0); // elements 0..15
     v128.store(q8, v128.and(i16x8.shr_u(packed, 4), mask), 16); // elements 16..31
-    store<f32>(scales, halfToFloat(load<u16>(w)));
-    w += 18;
+    store<f32>(scales, halfToFloat(load<u16>(scale)));
+    scale += stride;
+    nibbles += stride;
     q8 += 32;
     scales += 4;
   }

@@ -93,6 +93,7 @@ function weightOptions(options: LoadOptions, held: Uint8Array[]): WeightOptions 
   const kernels = options.kernels;
   return {
     quantize: options.quantize,
+    prepare: kernels?.prepareMatrix ? (w) => kernels.prepareMatrix!(w) : undefined,
     allocate: kernels?.allocate
       ? (byteLength) => {
           const view = kernels.allocate!(byteLength, 64);

@@ -29,6 +29,8 @@ export interface WeightOptions {
   quantize?: GgmlType;
   /** Where re-encoded matrices are placed (the kernels' memory, so matmul reads them in place). */
   allocate?(byteLength: number, align?: number): Uint8Array;
+  /** The kernels' own layout of a matrix (Kernels.prepareMatrix), applied once per stored tensor. */
+  prepare?(w: WeightMatrix): WeightMatrix;
 }
 
 const FLOAT_TYPES: ReadonlySet<GgmlType> = new Set([GgmlType.F32, GgmlType.F16, GgmlType.BF16]);
@@ -40,6 +42,8 @@ export class WeightSource {
   private readonly used = new Map<StoredTensor, { bytes: number; elements: number }>();
   /** Matrices re-encoded at load, by stored tensor (a tied matrix is re-encoded once). */
   private readonly requantized = new Map<StoredTensor, WeightMatrix>();
+  /** Matrices in the kernels' layout, by stored tensor. */
+  private readonly prepared = new Map<StoredTensor, WeightMatrix>();
 
   constructor(
     /** The file (or folder) the tensors come from, named in errors. */
@@ -60,16 +64,29 @@ export class WeightSource {
     return this.tensors.has(this.storedName(name));
   }
 
-  /** A [rows, cols] matrix kept in its stored encoding (F32 re-aligned when needed). */
+  /**
+   * A [rows, cols] matrix kept in its stored encoding (F32 re-aligned when
+   * needed), or in the kernels' layout of it (WeightOptions.prepare).
+   */
   matrix(name: string, rows: number, cols: number): WeightMatrix {
     const tensor = this.get(name, [rows, cols]);
+    const done = this.prepared.get(tensor);
+    if (done) return done;
     const target = this.options.quantize;
+    let matrix: WeightMatrix;
     if (target !== undefined && target !== tensor.type && FLOAT_TYPES.has(tensor.type) && cols % typeInfo(target).blockSize === 0) {
-      return this.requantize(tensor, rows, cols, target);
+      matrix = this.requantize(tensor, rows, cols, target);
+    } else {
+      let data = tensor.data;
+      if (tensor.type === GgmlType.F32 && data.byteOffset % 4 !== 0) data = data.slice();
+      matrix = { type: tensor.type, rows, cols, data };
     }
-    let data = tensor.data;
-    if (tensor.type === GgmlType.F32 && data.byteOffset % 4 !== 0) data = data.slice();
-    return { type: tensor.type, rows, cols, data };
+    // Once per tensor: a layout may be made in place, and a tied matrix is asked for twice.
+    if (this.options.prepare) {
+      matrix = this.options.prepare(matrix);
+      this.prepared.set(tensor, matrix);
+    }
+    return matrix;
   }
 
   /**

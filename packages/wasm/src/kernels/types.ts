@@ -23,6 +23,13 @@ export enum GgmlType {
   Q6_K = 14,
   Q8_K = 15,
   BF16 = 30,
+  /**
+   * Not a ggml type (no file holds it): Q4_0 with its rows interleaved in groups
+   * of four, the layout the WebAssembly kernels give a Q4_0 matrix at load
+   * (Kernels.prepareMatrix; assembly/interleave.ts): the same bytes as Q4_0,
+   * moved. dequantizeMatrixRow reads it, so every kernel does.
+   */
+  Q4_0_X4 = 1000,
 }
 
 /**
@@ -56,6 +63,14 @@ export interface Kernels {
    * out: [batch, rows]. Absent, use `matmul` (or `matmulMany`) and gatedActivation.
    */
   matmulGated?(out: Float32Array, gate: WeightMatrix, up: WeightMatrix, x: Float32Array, batch: number, activation: Activation): void;
+  /**
+   * A matrix as these kernels compute fastest with it, made once at load:
+   * either `w` itself or the same values in a layout of the kernels' own (the
+   * WebAssembly kernels interleave Q4_0 rows by four: GgmlType.Q4_0_X4). Bytes
+   * that live in `allocate` memory are rewritten in place, others copied there;
+   * use only the returned matrix afterwards. Absent: matrices are used as stored.
+   */
+  prepareMatrix?(w: WeightMatrix): WeightMatrix;
   /** Causal attention over the KV cache; the engine uses the reference attention when absent. */
   attention?: AttentionKernel;
   /**

@@ -72,6 +72,14 @@ for (const relaxedSimd of BUILDS) {
                 const out = new Float32Array(batch * rows).fill(NaN);
                 kernels.matmul(out, w, x, batch);
                 assertWithin(out, reference(w, x, batch), errorBounds(w, x, batch, quantizedActivations), shape);
+                // The kernels' own layout of the matrix (Q4_0 rows interleaved by four), same bound.
+                const prepared = kernels.prepareMatrix!(w);
+                if (prepared !== w) {
+                  const preparedOut = new Float32Array(batch * rows).fill(NaN);
+                  kernels.matmul(preparedOut, prepared, x, batch);
+                  const label = `${shape}, ${GgmlType[prepared.type]}`;
+                  assertWithin(preparedOut, reference(w, x, batch), errorBounds(w, x, batch, quantizedActivations), label);
+                }
               }
             }
           }
@@ -117,20 +125,24 @@ describe("wasm matmul: default thread split on a larger matrix", () => {
 });
 
 describe("wasm matmul: results do not depend on the thread count or the build", () => {
-  it("Q8_0, Q4_0, Q4_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
+  it("Q8_0, Q4_0 (plain and interleaved), Q4_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
     const setups = BUILDS.flatMap((relaxedSimd) => [1, 2, 3, 4].map((threads) => ({ threads, relaxedSimd })));
     const kernels = await Promise.all(setups.map(({ threads, relaxedSimd }) => createWasmKernels({ threads, minBytesPerThread: 0, relaxedSimd })));
     try {
       const next = random(4242);
-      for (const type of [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F16]) {
-        // 23 rows: each split puts some thread's share across a tile (or a decode group) of four rows;
-        // batch 5 leaves an odd last row for the batched tile, batch 1 is decode's path.
-        const w = randomMatrix(type, 23, 256, next);
+      for (const type of [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_0_X4, GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F16]) {
+        // 23 rows: each split puts some thread's share across a tile (or a group) of four rows,
+        // and Q4_0_X4 keeps 3 plain rows after its 5 groups; batch 5 leaves an odd last row
+        // for the batched tile, batch 1 is decode's path.
+        const w = randomMatrix(type === GgmlType.Q4_0_X4 ? GgmlType.Q4_0 : type, 23, 256, next);
+        // Q4_0_X4: each kernel instance lays out its own copy (the matrix lives outside their memory).
+        const matrices = kernels.map((k) => (type === GgmlType.Q4_0_X4 ? k.prepareMatrix!(w) : w));
+        assert.ok(matrices.every((m) => m.type === type));
         for (const batch of [1, 5]) {
           const x = randomActivations(batch * 256, next);
-          const results = kernels.map((k) => {
+          const results = kernels.map((k, i) => {
             const out = new Float32Array(batch * 23).fill(NaN);
-            k.matmul(out, w, x, batch);
+            k.matmul(out, matrices[i]!, x, batch);
             return out;
           });
           for (let k = 1; k < results.length; k++) {
@@ -168,5 +180,44 @@ describe("wasm matmul: special half-precision values", () => {
     } finally {
       await kernels.dispose?.();
     }
+  });
+});
+
+describe("wasm kernels: prepareMatrix", () => {
+  let kernels: Kernels;
+  before(async () => (kernels = await createWasmKernels({ threads: 2 })));
+  after(() => kernels.dispose?.());
+
+  it("interleaves Q4_0 by four rows, and the reference kernel reads the layout to the same values", () => {
+    const next = random(99);
+    for (const rows of [4, 7, 12]) {
+      const w = randomMatrix(GgmlType.Q4_0, rows, 96, next);
+      const prepared = kernels.prepareMatrix!(w);
+      assert.equal(prepared.type, GgmlType.Q4_0_X4);
+      assert.equal(prepared.data.byteLength, w.data.byteLength);
+      assert.notDeepEqual(prepared.data, w.data, "the bytes moved");
+      const x = randomActivations(3 * 96, next);
+      assert.deepEqual(reference(prepared, x, 3), reference(w, x, 3), `[${rows}, 96]: every row, grouped or in the plain tail`);
+    }
+  });
+
+  it("rewrites bytes in its own memory in place, once, and leaves other matrices as they are", () => {
+    const next = random(100);
+    const source = randomMatrix(GgmlType.Q4_0, 8, 64, next);
+    const view = kernels.allocate!(source.data.byteLength);
+    view.set(source.data);
+    const inMemory = { ...source, data: view };
+    const prepared = kernels.prepareMatrix!(inMemory);
+    assert.equal(prepared.data, view, "the same view, rewritten");
+    assert.notDeepEqual(view, source.data);
+    assert.equal(kernels.prepareMatrix!(inMemory), prepared, "the same bytes are not interleaved twice");
+    const x = randomActivations(64, next);
+    const out = new Float32Array(8);
+    kernels.matmul(out, prepared, x, 1);
+    assertWithin(out, reference(source, x, 1), errorBounds(source, x, 1, true), "in place");
+    for (const w of [randomMatrix(GgmlType.Q8_0, 8, 64, next), randomMatrix(GgmlType.Q4_0, 3, 64, next), randomMatrix(GgmlType.F32, 8, 7, next)]) {
+      assert.equal(kernels.prepareMatrix!(w), w, `${GgmlType[w.type]} [${w.rows}, ${w.cols}] stays`);
+    }
+    kernels.release!(view);
   });
 });

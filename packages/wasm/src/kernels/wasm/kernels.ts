@@ -159,6 +159,10 @@ class WasmKernels implements Kernels {
     this.matmuls.matmulGated(out, gate, up, x, batch, activation);
   }
 
+  prepareMatrix(w: WeightMatrix): WeightMatrix {
+    return this.matmuls.prepareMatrix(w);
+  }
+
   readonly attention: AttentionKernel = (out, q, keys, values, params) => this.attentions.attention(out, q, keys, values, params);
 
   /** A view into the kernels' shared memory; see Kernels.allocate. */

@@ -14,6 +14,7 @@ import { MAX_MATRICES, Op } from "./protocol.js";
 
 /** Types kernels.wasm reads itself; others go through the reference kernel. */
 const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
+  GgmlType.Q4_0_X4,
   GgmlType.F32,
   GgmlType.F16,
   GgmlType.BF16,
@@ -26,8 +27,19 @@ const FLOAT_TYPES: ReadonlySet<GgmlType> = new Set([GgmlType.F32, GgmlType.F16, 
 /** Activations are quantized in blocks of this many values (assembly/quantize.ts). */
 const ACTIVATION_BLOCK = 32;
 
+/** Bytes of a row of `cols` in `type`, the kernels' own layouts included (Q4_0_X4 moves Q4_0's bytes). */
+function storedRowBytes(type: GgmlType, cols: number): number {
+  return rowBytes(type === GgmlType.Q4_0_X4 ? GgmlType.Q4_0 : type, cols);
+}
+
+function storedTypeName(type: GgmlType): string {
+  return type === GgmlType.Q4_0_X4 ? "Q4_0_X4" : typeName(type);
+}
+
 export class MatmulHost {
   private readonly residentWeights = new WeakMap<Uint8Array, { address: number; byteLength: number }>();
+  /** prepareMatrix's results by the bytes they came from. */
+  private readonly prepared = new WeakMap<Uint8Array, WeightMatrix>();
   private readonly releaseWhenCollected: FinalizationRegistry<number>;
   private readonly xStage: Scratch;
   private readonly outStage: Scratch;
@@ -103,11 +115,40 @@ export class MatmulHost {
     if (x.length < batch * cols || out.length < batch * rows) {
       throw new InferenceError("INTERNAL", `matmul buffers too small for [${batch}, ${cols}] x [${rows}, ${cols}]ᵀ`);
     }
-    const weightBytes = rowBytes(w.type, cols) * rows; // throws for unknown types and partial blocks
+    const weightBytes = storedRowBytes(w.type, cols) * rows; // throws for unknown types and partial blocks
     if (w.data.byteLength < weightBytes) {
-      throw new InferenceError("MODEL_FORMAT", `${typeName(w.type)} weight [${rows}, ${cols}] needs ${weightBytes} bytes, has ${w.data.byteLength}`);
+      throw new InferenceError("MODEL_FORMAT", `${storedTypeName(w.type)} weight [${rows}, ${cols}] needs ${weightBytes} bytes, has ${w.data.byteLength}`);
     }
     return weightBytes;
+  }
+
+  /**
+   * Kernels.prepareMatrix: Q4_0 matrices of four rows or more interleaved by
+   * four rows (assembly/interleave.ts), in place when they live in the
+   * kernels' memory, else in a copy there; every other matrix as it is.
+   */
+  prepareMatrix(w: WeightMatrix): WeightMatrix {
+    this.ctx.checkOpen();
+    if (w.type !== GgmlType.Q4_0 || w.rows < 4 || !Number.isInteger(w.cols) || w.cols < ACTIVATION_BLOCK || w.cols % ACTIVATION_BLOCK !== 0) return w;
+    const byteLength = rowBytes(GgmlType.Q4_0, w.cols) * w.rows;
+    if (!Number.isInteger(w.rows) || w.data.byteLength < byteLength) return w; // matmul reports the bad shape
+    // The same bytes twice would be interleaved twice: the second call gets the first's matrix.
+    const done = this.prepared.get(w.data);
+    if (done) return done;
+    const arena = this.ctx.arena;
+    let data = w.data;
+    let address = arena.addressOf(data);
+    if (address === undefined) {
+      address = arena.allocate(byteLength);
+      arena.heap.set(w.data.subarray(0, byteLength), address);
+      data = arena.view(address, byteLength);
+      this.releaseWhenCollected.register(data, address);
+    }
+    const scratch = this.rowDecode.ensure(4 * rowBytes(GgmlType.Q4_0, w.cols));
+    this.ctx.exports.interleaveQ4_0(address, w.rows, w.cols, scratch);
+    const matrix: WeightMatrix = { type: GgmlType.Q4_0_X4, rows: w.rows, cols: w.cols, data };
+    this.prepared.set(w.data, matrix);
+    return matrix;
   }
 
   private readsNatively(w: WeightMatrix): boolean {
@@ -187,7 +228,7 @@ export class MatmulHost {
     let bytes = 0;
     for (const i of picked) {
       const w = ws[i]!;
-      const weightBytes = rowBytes(w.type, cols) * w.rows;
+      const weightBytes = storedRowBytes(w.type, cols) * w.rows;
       bytes += weightBytes * batch;
       let outAddress = arena.addressOf(outs[i]!);
       if (outAddress === undefined) {

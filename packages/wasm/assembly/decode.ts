@@ -13,29 +13,31 @@
 import { q6Quarter } from "./dot";
 import { halfToFloat, halvesToFloats } from "./half";
 
-/** Writes q16: [blocks * 32] i16, scales and mins: [blocks] f32 from a Q8_0 row. */
-export function decodeQ8_0(w: usize, blocks: i32, q16: usize, scales: usize, mins: usize): void {
+/**
+ * Writes q16: [blocks * 32] i16, scales and mins: [blocks] f32 from a Q8_0 row
+ * whose block i has its scale at scale + i * stride and its 32 quants at
+ * quants + i * stride (plain Q8_0: row, row + 2, 34; a row of an interleaved
+ * group, interleave.ts: 136).
+ */
+export function decodeQ8_0(scale: usize, quants: usize, stride: usize, blocks: i32, q16: usize, scales: usize, mins: usize): void {
   for (let i = 0; i < blocks; i++) {
-    const a = v128.load(w, 2);
-    const b = v128.load(w, 18);
+    const a = v128.load(quants);
+    const b = v128.load(quants, 16);
     v128.store(q16, i16x8.extend_low_i8x16_s(a), 0);
     v128.store(q16, i16x8.extend_high_i8x16_s(a), 16);
     v128.store(q16, i16x8.extend_low_i8x16_s(b), 32);
     v128.store(q16, i16x8.extend_high_i8x16_s(b), 48);
-    store<f32>(scales, halfToFloat(load<u16>(w)));
+    store<f32>(scales, halfToFloat(load<u16>(scale)));
     store<f32>(mins, 0);
-    w += 34;
+    scale += stride;
+    quants += stride;
     q16 += 64;
     scales += 4;
     mins += 4;
   }
 }
 
-/**
- * As decodeQ8_0 for a Q4_0 row whose block i has its scale at scale + i * stride
- * and its 16 bytes of nibbles at nibbles + i * stride (plain Q4_0: row, row + 2,
- * 18; a row of an interleaved group, interleave.ts: 72).
- */
+/** As decodeQ8_0 for a Q4_0 row (16 bytes of nibbles per block; plain stride 18, interleaved 72). */
 export function decodeQ4_0(scale: usize, nibbles: usize, stride: usize, blocks: i32, q16: usize, scales: usize, mins: usize): void {
   const lowMask = i16x8.splat(0x0f);
   const offset = i16x8.splat(8);

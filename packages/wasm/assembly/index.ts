@@ -10,8 +10,7 @@ export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
 export { gatedActivation } from "./activation";
 import { decodeQ4_0Nibbles, dotNibbles4x2 } from "./nibbles";
-import { dotQ4_0Group, GROUP_BLOCK_BYTES } from "./interleave";
-export { interleaveQ4_0 } from "./interleave";
+import { dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
 import { dotDecoded4x2, dotRows4, interleave4, minimumsTerm4, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
@@ -22,8 +21,9 @@ const Q8_0 = 8;
 const Q4_K = 12;
 const Q6_K = 14;
 const BF16 = 30;
-/** Not a ggml type: Q4_0 rows interleaved in groups of four at load (interleave.ts). */
+/** Not ggml types: Q4_0 / Q8_0 rows interleaved in groups of four at load (interleave.ts). */
 const Q4_0_X4 = 1000;
+const Q8_0_X4 = 1001;
 
 /** First address past the module's own static data: the host allocates from here. */
 export function heapBase(): usize {
@@ -39,6 +39,7 @@ export function rowBytes(type: i32, cols: i32): i32 {
     case BF16:
       return cols * 2;
     case Q8_0:
+    case Q8_0_X4:
       return (cols / 32) * 34;
     case Q4_0:
     case Q4_0_X4:
@@ -52,6 +53,15 @@ export function rowBytes(type: i32, cols: i32): i32 {
   }
 }
 
+/**
+ * Rewrites a Q4_0 or Q8_0 matrix at w into Q4_0_X4 / Q8_0_X4 in place
+ * (interleave.ts); scratch: 4 * rowBytes(type, cols) bytes. Other types: nothing.
+ */
+export function interleave(type: i32, w: usize, rows: i32, cols: i32, scratch: usize): void {
+  if (type == Q4_0) interleaveRows(w, rows, cols, 16, scratch);
+  else if (type == Q8_0) interleaveRows(w, rows, cols, 32, scratch);
+}
+
 /** Scratch bytes one thread needs to decode a row of `cols` (see matmul's `scratch`). */
 export function decodeScratchBytes(cols: i32): i32 {
   return tileScratchBytes(cols);
@@ -63,9 +73,9 @@ export function decodeScratchBytes(cols: i32): i32 {
  * Float types read x: [batch, cols] f32; quantized types read the quantized
  * activations xq: [batch, cols] i16 and xd, xs, xb: [batch, cols / 32] f32
  * (see quantize.ts). With batch > 1, each row is first decoded (decode.ts)
- * into this thread's `scratch` of decodeScratchBytes(cols) bytes. Q4_0_X4 is
- * Q4_0 interleaved by four rows at load (interleave.ts); a thread's rows may
- * start or end inside one of its groups.
+ * into this thread's `scratch` of decodeScratchBytes(cols) bytes. Q4_0_X4 and
+ * Q8_0_X4 are Q4_0 / Q8_0 interleaved by four rows at load (interleave.ts); a
+ * thread's rows may start or end inside one of their groups.
  */
 export function matmul(
   type: i32,
@@ -89,8 +99,8 @@ export function matmul(
   }
   const stride = <usize>rowBytes(type, cols);
   const blocks = cols / 32;
-  if (type == Q4_0_X4 && batch == 1) {
-    matmulInterleaved(out, w, rows, blocks, xq, xd, xb, rowStart, rowEnd);
+  if ((type == Q4_0_X4 || type == Q8_0_X4) && batch == 1) {
+    matmulInterleaved(type, out, w, rows, blocks, xq, xd, xb, rowStart, rowEnd);
     return;
   }
   for (let r = rowStart; r < rowEnd; r++) {
@@ -167,17 +177,21 @@ function matmulDecoded(
       const row = r + min(k, count - 1);
       const decoded = scratch + <usize>k * (nibbles ? <usize>cols : decodedBytes);
       const rowScales = scales + <usize>k * rowValuesBytes;
-      if (type == Q4_0 || type == Q4_0_X4) {
-        // Where the row's blocks are: plain rows every 18 bytes; a row of an interleaved group every 72.
-        const grouped = type == Q4_0_X4 && row < (rows & ~3);
+      const rowMins = mins + <usize>k * rowValuesBytes;
+      if (type == Q4_0 || type == Q4_0_X4 || type == Q8_0 || type == Q8_0_X4) {
+        // Where the row's blocks are: plain rows one block after the other; a row of an
+        // interleaved group every groupBlockBytes, its scale and payload at lane offsets.
+        const payload: usize = type == Q4_0 || type == Q4_0_X4 ? 16 : 32;
+        const grouped = (type == Q4_0_X4 || type == Q8_0_X4) && row < (rows & ~3);
         const group = w + <usize>(row & ~3) * stride;
         const scaleAt = grouped ? group + 2 * <usize>(row & 3) : w + <usize>row * stride;
-        const nibblesAt = grouped ? group + 8 + 16 * <usize>(row & 3) : scaleAt + 2;
-        const blockStride: usize = grouped ? GROUP_BLOCK_BYTES : 18;
-        if (nibbles) decodeQ4_0Nibbles(scaleAt, nibblesAt, blockStride, blocks, decoded, rowScales);
-        else decodeQ4_0(scaleAt, nibblesAt, blockStride, blocks, decoded, rowScales, mins + <usize>k * rowValuesBytes);
+        const payloadAt = grouped ? group + 8 + payload * <usize>(row & 3) : scaleAt + 2;
+        const blockStride = grouped ? groupBlockBytes(payload) : 2 + payload;
+        if (payload == 32) decodeQ8_0(scaleAt, payloadAt, blockStride, blocks, decoded, rowScales, rowMins);
+        else if (nibbles) decodeQ4_0Nibbles(scaleAt, payloadAt, blockStride, blocks, decoded, rowScales);
+        else decodeQ4_0(scaleAt, payloadAt, blockStride, blocks, decoded, rowScales, rowMins);
       } else {
-        decodeRow(type, w + <usize>row * stride, cols, decoded, rowScales, mins + <usize>k * rowValuesBytes);
+        decodeRow(type, w + <usize>row * stride, cols, decoded, rowScales, rowMins);
       }
     }
     if (!halves) {
@@ -221,17 +235,22 @@ function matmulDecoded(
  * with only its rows in range stored (each lane's arithmetic is its row's
  * alone, so the same bits wherever threads split), the plain tail rows one by one.
  */
-function matmulInterleaved(out: usize, w: usize, rows: i32, blocks: i32, xq: usize, xd: usize, xb: usize, rowStart: i32, rowEnd: i32): void {
+function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i32, xq: usize, xd: usize, xb: usize, rowStart: i32, rowEnd: i32): void {
   const groupRows = rows & ~3;
-  const rowBytes = <usize>blocks * 18;
+  const q4 = type == Q4_0_X4;
+  const rowBytes = <usize>blocks * (q4 ? 18 : 34);
   let r = rowStart;
   while (r < min(rowEnd, groupRows)) {
     const group = r & ~3;
-    const values = dotQ4_0Group(w + <usize>group * rowBytes, xq, xd, xb, blocks);
+    const g = w + <usize>group * rowBytes;
+    const values = q4 ? dotQ4_0Group(g, xq, xd, xb, blocks) : dotQ8_0Group(g, xq, xd, blocks);
     const end = min(group + 4, rowEnd);
     for (; r < end; r++) storeLane(out + (<usize>r << 2), values, r - group);
   }
-  for (; r < rowEnd; r++) store<f32>(out + (<usize>r << 2), dotQ4_0(w + <usize>r * rowBytes, xq, xd, xb, blocks));
+  for (; r < rowEnd; r++) {
+    const row = w + <usize>r * rowBytes;
+    store<f32>(out + (<usize>r << 2), q4 ? dotQ4_0(row, xq, xd, xb, blocks) : dotQ8_0(row, xq, xd, blocks));
+  }
 }
 
 /** Lane `lane` (0..3) of `value` to at. */
@@ -262,13 +281,12 @@ function storeLanes(at: usize, value: v128, count: i32): void {
   if (count > 2) store<f32>(at, f32x4.extract_lane(value, 2), 8);
 }
 
-/** One weight row into plain form (decode.ts): int16 quants with per-block scales and mins, or f32 for F16 / BF16. */
+/**
+ * One Q4_K, Q6_K, F16 or BF16 weight row into plain form (decode.ts): int16 quants with per-block
+ * scales and mins, or f32 (Q4_0 and Q8_0 rows, which may be interleaved, decode in matmulDecoded).
+ */
 function decodeRow(type: i32, row: usize, cols: i32, q16: usize, scales: usize, mins: usize): void {
-  const blocks = cols / 32;
   switch (type) {
-    case Q8_0:
-      decodeQ8_0(row, blocks, q16, scales, mins);
-      break;
     case Q4_K:
       decodeQ4_K(row, cols / 256, q16, scales, mins);
       break;

@@ -3,7 +3,7 @@
  * directly; block-quantized types go through the GGUF type table's dequantizer.
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType, type WeightMatrix } from "./types.js";
+import { GgmlType, plainTypeOf, type WeightMatrix } from "./types.js";
 import { bf16ToF32, f16Table65536 } from "../formats/half.js";
 import { dequantizeRow, rowBytes } from "../formats/ggml-types.js";
 
@@ -36,9 +36,9 @@ export function dequantizeMatrixRow(w: WeightMatrix, row: number, out: Float32Ar
       for (let c = 0; c < cols; c++, at += 2) out[outOffset + c] = bf16ToF32(bytes[at]! | (bytes[at + 1]! << 8));
       return;
     }
-    case GgmlType.Q4_0_X4: {
-      const plain = interleavedRowAsQ4_0(w, row);
-      dequantizeRow(GgmlType.Q4_0, plain, 0, cols, out, outOffset);
+    case GgmlType.Q4_0_X4:
+    case GgmlType.Q8_0_X4: {
+      dequantizeRow(plainTypeOf(w.type), interleavedRowAsPlain(w, row), 0, cols, out, outOffset);
       return;
     }
     default:
@@ -46,28 +46,28 @@ export function dequantizeMatrixRow(w: WeightMatrix, row: number, out: Float32Ar
   }
 }
 
-/** Bytes per block of Q4_0 (f16 scale, 16 bytes of nibbles) and of a Q4_0_X4 group's block (four of each). */
-const Q4_0_BLOCK_BYTES = 18;
-const GROUP_BLOCK_BYTES = 72;
-
 /**
- * Row `row` of a Q4_0_X4 matrix gathered back into plain Q4_0 blocks. Rows in
- * groups of four: per block, the four rows' f16 scales (row k's at 2k), then
- * their 16 bytes of nibbles (row k's at 8 + 16k); the last rows % 4 rows are
- * plain Q4_0 after the groups (assembly/interleave.ts).
+ * Row `row` of a Q4_0_X4 or Q8_0_X4 matrix gathered back into plain Q4_0 / Q8_0
+ * blocks (f16 scale, then P = 16 or 32 payload bytes). Rows in groups of four:
+ * per block, the four rows' f16 scales (row k's at 2k), then their payloads
+ * (row k's at 8 + kP); the last rows % 4 rows are plain after the groups
+ * (assembly/interleave.ts).
  */
-export function interleavedRowAsQ4_0(w: WeightMatrix, row: number): Uint8Array {
+export function interleavedRowAsPlain(w: WeightMatrix, row: number): Uint8Array {
+  const payload = w.type === GgmlType.Q4_0_X4 ? 16 : 32;
+  const blockBytes = 2 + payload;
+  const groupBlockBytes = 8 + 4 * payload;
   const blocks = w.cols / 32;
-  const rowBytes = blocks * Q4_0_BLOCK_BYTES;
+  const rowBytes = blocks * blockBytes;
   if (row >= (w.rows & ~3)) return w.data.subarray(row * rowBytes, (row + 1) * rowBytes);
   const plain = new Uint8Array(rowBytes);
   const group = (row & ~3) * rowBytes;
   const lane = row & 3;
   for (let b = 0; b < blocks; b++) {
-    const at = group + b * GROUP_BLOCK_BYTES;
-    plain[b * Q4_0_BLOCK_BYTES] = w.data[at + 2 * lane]!;
-    plain[b * Q4_0_BLOCK_BYTES + 1] = w.data[at + 2 * lane + 1]!;
-    plain.set(w.data.subarray(at + 8 + 16 * lane, at + 24 + 16 * lane), b * Q4_0_BLOCK_BYTES + 2);
+    const at = group + b * groupBlockBytes;
+    plain[b * blockBytes] = w.data[at + 2 * lane]!;
+    plain[b * blockBytes + 1] = w.data[at + 2 * lane + 1]!;
+    plain.set(w.data.subarray(at + 8 + payload * lane, at + 8 + payload * (lane + 1)), b * blockBytes + 2);
   }
   return plain;
 }

@@ -24,12 +24,18 @@ export enum GgmlType {
   Q8_K = 15,
   BF16 = 30,
   /**
-   * Not a ggml type (no file holds it): Q4_0 with its rows interleaved in groups
-   * of four, the layout the WebAssembly kernels give a Q4_0 matrix at load
-   * (Kernels.prepareMatrix; assembly/interleave.ts): the same bytes as Q4_0,
-   * moved. dequantizeMatrixRow reads it, so every kernel does.
+   * Not ggml types (no file holds them): Q4_0 and Q8_0 with their rows
+   * interleaved in groups of four, the layout the WebAssembly kernels give such
+   * a matrix at load (Kernels.prepareMatrix; assembly/interleave.ts): the same
+   * bytes, moved. dequantizeMatrixRow reads them, so every kernel does.
    */
   Q4_0_X4 = 1000,
+  Q8_0_X4 = 1001,
+}
+
+/** The stored type whose bytes an interleaved layout moves (Q4_0_X4 → Q4_0), else the type itself. */
+export function plainTypeOf(type: GgmlType): GgmlType {
+  return type === GgmlType.Q4_0_X4 ? GgmlType.Q4_0 : type === GgmlType.Q8_0_X4 ? GgmlType.Q8_0 : type;
 }
 
 /**
@@ -66,7 +72,7 @@ export interface Kernels {
   /**
    * A matrix as these kernels compute fastest with it, made once at load:
    * either `w` itself or the same values in a layout of the kernels' own (the
-   * WebAssembly kernels interleave Q4_0 rows by four: GgmlType.Q4_0_X4). Bytes
+   * WebAssembly kernels interleave Q4_0 and Q8_0 rows by four: GgmlType.Q4_0_X4). Bytes
    * that live in `allocate` memory are rewritten in place, others copied there;
    * use only the returned matrix afterwards. Absent: matrices are used as stored.
    */

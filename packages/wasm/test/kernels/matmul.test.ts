@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { referenceMatmul } from "../../src/kernels/reference.js";
-import { GgmlType, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
+import { GgmlType, plainTypeOf, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
 import { createWasmKernels, relaxedSimdSupported } from "../../src/kernels/wasm/index.js";
 import {
   assertWithin,
@@ -125,18 +125,19 @@ describe("wasm matmul: default thread split on a larger matrix", () => {
 });
 
 describe("wasm matmul: results do not depend on the thread count or the build", () => {
-  it("Q8_0, Q4_0 (plain and interleaved), Q4_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
+  it("Q8_0 and Q4_0 (plain and interleaved), Q4_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
     const setups = BUILDS.flatMap((relaxedSimd) => [1, 2, 3, 4].map((threads) => ({ threads, relaxedSimd })));
     const kernels = await Promise.all(setups.map(({ threads, relaxedSimd }) => createWasmKernels({ threads, minBytesPerThread: 0, relaxedSimd })));
     try {
       const next = random(4242);
-      for (const type of [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_0_X4, GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F16]) {
+      const types = [GgmlType.Q8_0, GgmlType.Q8_0_X4, GgmlType.Q4_0, GgmlType.Q4_0_X4, GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F16];
+      for (const type of types) {
         // 23 rows: each split puts some thread's share across a tile (or a group) of four rows,
-        // and Q4_0_X4 keeps 3 plain rows after its 5 groups; batch 5 leaves an odd last row
-        // for the batched tile, batch 1 is decode's path.
-        const w = randomMatrix(type === GgmlType.Q4_0_X4 ? GgmlType.Q4_0 : type, 23, 256, next);
-        // Q4_0_X4: each kernel instance lays out its own copy (the matrix lives outside their memory).
-        const matrices = kernels.map((k) => (type === GgmlType.Q4_0_X4 ? k.prepareMatrix!(w) : w));
+        // and the interleaved layouts keep 3 plain rows after their 5 groups; batch 5 leaves an
+        // odd last row for the batched tile, batch 1 is decode's path.
+        const w = randomMatrix(plainTypeOf(type), 23, 256, next);
+        // Interleaved: each kernel instance lays out its own copy (the matrix lives outside their memory).
+        const matrices = kernels.map((k) => (type !== plainTypeOf(type) ? k.prepareMatrix!(w) : w));
         assert.ok(matrices.every((m) => m.type === type));
         for (const batch of [1, 5]) {
           const x = randomActivations(batch * 256, next);
@@ -188,16 +189,22 @@ describe("wasm kernels: prepareMatrix", () => {
   before(async () => (kernels = await createWasmKernels({ threads: 2 })));
   after(() => kernels.dispose?.());
 
-  it("interleaves Q4_0 by four rows, and the reference kernel reads the layout to the same values", () => {
+  it("interleaves Q4_0 and Q8_0 by four rows, and the reference kernel reads the layouts to the same values", () => {
     const next = random(99);
-    for (const rows of [4, 7, 12]) {
-      const w = randomMatrix(GgmlType.Q4_0, rows, 96, next);
-      const prepared = kernels.prepareMatrix!(w);
-      assert.equal(prepared.type, GgmlType.Q4_0_X4);
-      assert.equal(prepared.data.byteLength, w.data.byteLength);
-      assert.notDeepEqual(prepared.data, w.data, "the bytes moved");
-      const x = randomActivations(3 * 96, next);
-      assert.deepEqual(reference(prepared, x, 3), reference(w, x, 3), `[${rows}, 96]: every row, grouped or in the plain tail`);
+    for (const [type, layout] of [
+      [GgmlType.Q4_0, GgmlType.Q4_0_X4],
+      [GgmlType.Q8_0, GgmlType.Q8_0_X4],
+    ] as const) {
+      for (const rows of [4, 7, 12]) {
+        const w = randomMatrix(type, rows, 96, next);
+        const prepared = kernels.prepareMatrix!(w);
+        assert.equal(prepared.type, layout);
+        assert.equal(prepared.data.byteLength, w.data.byteLength);
+        assert.notDeepEqual(prepared.data, w.data, "the bytes moved");
+        const x = randomActivations(3 * 96, next);
+        const shape = `${GgmlType[type]} [${rows}, 96]`;
+        assert.deepEqual(reference(prepared, x, 3), reference(w, x, 3), `${shape}: every row, grouped or in the plain tail`);
+      }
     }
   });
 
@@ -215,7 +222,7 @@ describe("wasm kernels: prepareMatrix", () => {
     const out = new Float32Array(8);
     kernels.matmul(out, prepared, x, 1);
     assertWithin(out, reference(source, x, 1), errorBounds(source, x, 1, true), "in place");
-    for (const w of [randomMatrix(GgmlType.Q8_0, 8, 64, next), randomMatrix(GgmlType.Q4_0, 3, 64, next), randomMatrix(GgmlType.F32, 8, 7, next)]) {
+    for (const w of [randomMatrix(GgmlType.Q4_K, 8, 256, next), randomMatrix(GgmlType.Q4_0, 3, 64, next), randomMatrix(GgmlType.F32, 8, 7, next)]) {
       assert.equal(kernels.prepareMatrix!(w), w, `${GgmlType[w.type]} [${w.rows}, ${w.cols}] stays`);
     }
     kernels.release!(view);

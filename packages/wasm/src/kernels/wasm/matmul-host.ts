@@ -4,7 +4,7 @@
  * whose rows (of one or several matrices sharing the input) the threads split.
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType, type WeightMatrix } from "../types.js";
+import { GgmlType, plainTypeOf, type WeightMatrix } from "../types.js";
 import { rowBytes, typeName } from "../../formats/ggml-types.js";
 import { referenceMatmul } from "../reference.js";
 import { gatedActivation, type Activation } from "../ops.js";
@@ -15,6 +15,7 @@ import { MAX_MATRICES, Op } from "./protocol.js";
 /** Types kernels.wasm reads itself; others go through the reference kernel. */
 const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
   GgmlType.Q4_0_X4,
+  GgmlType.Q8_0_X4,
   GgmlType.F32,
   GgmlType.F16,
   GgmlType.BF16,
@@ -29,12 +30,18 @@ const ACTIVATION_BLOCK = 32;
 
 /** Bytes of a row of `cols` in `type`, the kernels' own layouts included (Q4_0_X4 moves Q4_0's bytes). */
 function storedRowBytes(type: GgmlType, cols: number): number {
-  return rowBytes(type === GgmlType.Q4_0_X4 ? GgmlType.Q4_0 : type, cols);
+  return rowBytes(plainTypeOf(type), cols);
 }
 
 function storedTypeName(type: GgmlType): string {
-  return type === GgmlType.Q4_0_X4 ? "Q4_0_X4" : typeName(type);
+  return plainTypeOf(type) !== type ? GgmlType[type]! : typeName(type);
 }
+
+/** Types prepareMatrix interleaves by four rows. */
+const INTERLEAVED: ReadonlyMap<GgmlType, GgmlType> = new Map([
+  [GgmlType.Q4_0, GgmlType.Q4_0_X4],
+  [GgmlType.Q8_0, GgmlType.Q8_0_X4],
+]);
 
 export class MatmulHost {
   private readonly residentWeights = new WeakMap<Uint8Array, { address: number; byteLength: number }>();
@@ -123,14 +130,15 @@ export class MatmulHost {
   }
 
   /**
-   * Kernels.prepareMatrix: Q4_0 matrices of four rows or more interleaved by
-   * four rows (assembly/interleave.ts), in place when they live in the
-   * kernels' memory, else in a copy there; every other matrix as it is.
+   * Kernels.prepareMatrix: Q4_0 and Q8_0 matrices of four rows or more
+   * interleaved by four rows (assembly/interleave.ts), in place when they live
+   * in the kernels' memory, else in a copy there; every other matrix as it is.
    */
   prepareMatrix(w: WeightMatrix): WeightMatrix {
     this.ctx.checkOpen();
-    if (w.type !== GgmlType.Q4_0 || w.rows < 4 || !Number.isInteger(w.cols) || w.cols < ACTIVATION_BLOCK || w.cols % ACTIVATION_BLOCK !== 0) return w;
-    const byteLength = rowBytes(GgmlType.Q4_0, w.cols) * w.rows;
+    const layout = INTERLEAVED.get(w.type);
+    if (layout === undefined || w.rows < 4 || !Number.isInteger(w.cols) || w.cols < ACTIVATION_BLOCK || w.cols % ACTIVATION_BLOCK !== 0) return w;
+    const byteLength = rowBytes(w.type, w.cols) * w.rows;
     if (!Number.isInteger(w.rows) || w.data.byteLength < byteLength) return w; // matmul reports the bad shape
     // The same bytes twice would be interleaved twice: the second call gets the first's matrix.
     const done = this.prepared.get(w.data);
@@ -144,9 +152,9 @@ export class MatmulHost {
       data = arena.view(address, byteLength);
       this.releaseWhenCollected.register(data, address);
     }
-    const scratch = this.rowDecode.ensure(4 * rowBytes(GgmlType.Q4_0, w.cols));
-    this.ctx.exports.interleaveQ4_0(address, w.rows, w.cols, scratch);
-    const matrix: WeightMatrix = { type: GgmlType.Q4_0_X4, rows: w.rows, cols: w.cols, data };
+    const scratch = this.rowDecode.ensure(4 * rowBytes(w.type, w.cols));
+    this.ctx.exports.interleave(w.type, address, w.rows, w.cols, scratch);
+    const matrix: WeightMatrix = { type: layout, rows: w.rows, cols: w.cols, data };
     this.prepared.set(w.data, matrix);
     return matrix;
   }

@@ -15,7 +15,7 @@ export interface KernelExports {
   rowBytes(type: number, cols: number): number;
   decodeScratchBytes(cols: number): number;
   quantizeActivations(x: number, count: number, cols: number, xq: number, xd: number, xs: number, xb: number): void;
-  interleaveQ4_0(w: number, rows: number, cols: number, scratch: number): void;
+  interleave(type: number, w: number, rows: number, cols: number, scratch: number): void;
   matmul(
     type: number,
     out: number,

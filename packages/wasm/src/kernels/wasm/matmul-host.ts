@@ -152,8 +152,10 @@ export class MatmulHost {
       data = arena.view(address, byteLength);
       this.releaseWhenCollected.register(data, address);
     }
-    const scratch = this.rowDecode.ensure(4 * rowBytes(w.type, w.cols));
-    this.ctx.exports.interleave(w.type, address, w.rows, w.cols, scratch);
+    // The groups split across the threads: at load, the pass over the weights is what it costs.
+    const scratchStride = Math.ceil((4 * rowBytes(w.type, w.cols)) / 64) * 64;
+    const scratch = this.rowDecode.ensure(scratchStride * this.ctx.pool.threads);
+    this.ctx.pool.run(Op.INTERLEAVE, [w.type, address, w.rows, w.cols, scratch, scratchStride], this.ctx.threadsFor(byteLength));
     const matrix: WeightMatrix = { type: layout, rows: w.rows, cols: w.cols, data };
     this.prepared.set(w.data, matrix);
     return matrix;

@@ -100,6 +100,12 @@ export const Op = {
    * for them into out.
    */
   GATED: 3,
+  /**
+   * Kernels.prepareMatrix's interleave (assembly/interleave.ts), in place. args: type, w, rows,
+   * cols, scratch, scratchStride; the groups of four rows are split across threads, thread i's
+   * copy of a group at scratch + i * scratchStride.
+   */
+  INTERLEAVE: 4,
 } as const;
 
 const floatScratch = new Float32Array(1);
@@ -225,6 +231,14 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         threads,
         control[a + 16]!,
       );
+      return;
+    }
+    case Op.INTERLEAVE: {
+      const [type, w, rows, cols, scratch, scratchStride] = [control[a]!, control[a + 1]! >>> 0, control[a + 2]!, control[a + 3]!, control[a + 4]! >>> 0, control[a + 5]!];
+      const [first, end] = shareOf(Math.floor(rows / 4), index, threads);
+      if (first === end) return;
+      const groupBytes = 4 * exports.rowBytes(type, cols);
+      exports.interleave(type, w + first * groupBytes, (end - first) * 4, cols, scratch + index * scratchStride);
       return;
     }
     default:

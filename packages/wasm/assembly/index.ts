@@ -10,7 +10,7 @@ export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
 export { gatedActivation } from "./activation";
 import { decodeQ4_0Nibbles, dotNibbles4x2 } from "./nibbles";
-import { dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
+import { decodeGroupRowQ4_0, dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
 import { dotDecoded4x2, dotRows4, interleave4, minimumsTerm4, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
@@ -188,6 +188,7 @@ function matmulDecoded(
         const payloadAt = grouped ? group + 8 + payload * <usize>(row & 3) : scaleAt + 2;
         const blockStride = grouped ? groupBlockBytes(payload) : 2 + payload;
         if (payload == 32) decodeQ8_0(scaleAt, payloadAt, blockStride, blocks, decoded, rowScales, rowMins);
+        else if (grouped) decodeGroupRowQ4_0(group, row & 3, blocks, decoded, rowScales, rowMins, nibbles); // signed-nibble lanes
         else if (nibbles) decodeQ4_0Nibbles(scaleAt, payloadAt, blockStride, blocks, decoded, rowScales);
         else decodeQ4_0(scaleAt, payloadAt, blockStride, blocks, decoded, rowScales, rowMins);
       } else {

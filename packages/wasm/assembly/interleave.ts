@@ -7,16 +7,20 @@
 // when the weights stream from memory; interleaved, the same arithmetic
 // measured 1.4 x for Q4_0 and 1.1-1.3 x for Q8_0.)
 //
-// Layouts Q4_0_X4 and Q8_0_X4 (the same bytes as Q4_0 / Q8_0, only moved), for
-// rows R, B = cols / 32 blocks, and P = 16 (Q4_0's nibbles) or 32 (Q8_0's quants)
+// Layouts Q4_0_X4 and Q8_0_X4 (the bytes of Q4_0 / Q8_0, moved), for rows R,
+// B = cols / 32 blocks, and P = 16 (Q4_0's nibbles) or 32 (Q8_0's quants)
 // payload bytes per block:
 //   groups:   floor(R / 4) groups of four rows, (8 + 4P) * B bytes each; per block b:
 //               f16 d[4]       row k's scale at 2k                     8 bytes
-//               u8 q[4][P]     row k's payload, as stored, at 8 + kP   4P bytes
+//               u8 q[4][P]     row k's payload at 8 + kP               4P bytes
 //   tail:     the last R % 4 rows in the plain type, after the groups
 // A row's block b in a group: scale at group + (8 + 4P)b + 2k, payload at group + (8 + 4P)b + 8 + kP.
+// Q8_0's payload is its 32 quants as stored. Q4_0's is rearranged for its dot product: as eight
+// u16 lanes, lane j holds the signed 4-bit values q - 8 (q XOR 8) of elements j, 8 + j, 16 + j
+// and 24 + j in bits 0-3, 4-7, 8-11 and 12-15. Shifting each to the top four bits gives
+// (q - 8) * 4096 in an int16 lane, in element order, with no widening and no -8 term.
 
-import { halvesToFloats } from "./half";
+import { halfToFloat, halvesToFloats } from "./half";
 import { sumLanes4 } from "./tile";
 
 /** Bytes of one block of a group: four scales, four payloads. */
@@ -44,31 +48,71 @@ export function interleaveRows(w: usize, rows: i32, cols: i32, payload: usize, s
         store<u16>(out + 2 * k, load<u16>(block));
         // 16 or 32 bytes: vector moves (a memory.copy per block costs several times more at load).
         const to = out + 8 + <usize>k * payload;
-        v128.store(to, v128.load(block, 2));
-        if (payload == 32) v128.store(to, v128.load(block, 18), 16);
+        if (payload == 32) {
+          v128.store(to, v128.load(block, 2));
+          v128.store(to, v128.load(block, 18), 16);
+        } else {
+          v128.store(to, signedNibbleLanes(v128.load(block, 2)));
+        }
       }
     }
   }
 }
 
-/** A row's 32 nibbles at p (the -8 not applied) times the int16 activations x0..x3 (elements 0-7, 8-15, 16-23, 24-31), in four i32 lanes. */
-function nibbleDot(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
-  if (ASC_FEATURE_RELAXED_SIMD) {
-    // As dot.ts's blockQ4_0: unsigned nibbles against int8 activations, summed into the
-    // int16 path's lanes, so both builds give the same bits.
-    const mask = i8x16.splat(0x0f);
-    const packed = v128.load(p);
-    const low = i16x8.relaxed_dot_i8x16_i7x16_s(i8x16.narrow_i16x8_s(x0, x1), v128.and(packed, mask));
-    const high = i16x8.relaxed_dot_i8x16_i7x16_s(i8x16.narrow_i16x8_s(x2, x3), v128.and(i16x8.shr_u(packed, 4), mask));
-    const pairs = i16x8.add(low, high);
-    return i32x4.add(i32x4.extend_low_i16x8_s(pairs), i32x4.extend_high_i16x8_s(pairs));
+/**
+ * A Q4_0 block's 16 bytes as stored (byte e: element e in the low nibble, e + 16 in the high)
+ * rearranged into the signed-nibble lanes of Q4_0_X4 (header).
+ */
+function signedNibbleLanes(packed: v128): v128 {
+  const mask = i8x16.splat(0x0f);
+  const low = v128.and(packed, mask); // bytes: elements 0..15
+  const high = v128.and(i16x8.shr_u(packed, 4), mask); // bytes: elements 16..31
+  // Bytes j = element j | element 8 + j << 4 (and 16 + j | 24 + j << 4): values below 16, so the
+  // 16-bit shift moves no bits across bytes.
+  const first = v128.or(low, i16x8.shl(i8x16.shuffle(low, low, 8, 9, 10, 11, 12, 13, 14, 15, 0, 0, 0, 0, 0, 0, 0, 0), 4));
+  const second = v128.or(high, i16x8.shl(i8x16.shuffle(high, high, 8, 9, 10, 11, 12, 13, 14, 15, 0, 0, 0, 0, 0, 0, 0, 0), 4));
+  const lanes = i8x16.shuffle(first, second, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  return v128.xor(lanes, i8x16.splat(<i8>0x88)); // q XOR 8: q - 8 as a signed 4-bit value
+}
+
+/** Element groups of a Q4_0_X4 row's block at p: (q - 8) * 4096 for elements 8i .. 8i + 7, i = 0..3. */
+function signedNibbles(p: usize, i: i32): v128 {
+  const v = v128.load(p);
+  switch (i) {
+    case 0:
+      return i16x8.shl(v, 12);
+    case 1:
+      return v128.and(i16x8.shl(v, 8), i16x8.splat(<i16>0xf000));
+    case 2:
+      return v128.and(i16x8.shl(v, 4), i16x8.splat(<i16>0xf000));
+    default:
+      return v128.and(v, i16x8.splat(<i16>0xf000));
   }
-  const lowMask = i16x8.splat(0x0f);
-  const packed = v128.load(p);
-  const first = i16x8.extend_low_i8x16_u(packed); // bytes 0..7: elements 0..7 (low nibbles) and 16..23 (high)
-  const second = i16x8.extend_high_i8x16_u(packed); // bytes 8..15: elements 8..15 and 24..31
-  const sum = i32x4.add(i32x4.dot_i16x8_s(v128.and(first, lowMask), x0), i32x4.dot_i16x8_s(v128.and(second, lowMask), x1));
-  return i32x4.add(sum, i32x4.add(i32x4.dot_i16x8_s(i16x8.shr_u(first, 4), x2), i32x4.dot_i16x8_s(i16x8.shr_u(second, 4), x3)));
+}
+
+/**
+ * A Q4_0_X4 row's block at p times the int16 activations x0..x3 (elements 0-7, 8-15, 16-23,
+ * 24-31): four i32 lanes summing to 4096 * sum (q - 8) * x (exact: at most 2^27 in magnitude).
+ */
+function nibbleDot(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
+  const first = i32x4.add(i32x4.dot_i16x8_s(signedNibbles(p, 0), x0), i32x4.dot_i16x8_s(signedNibbles(p, 1), x1));
+  return i32x4.add(first, i32x4.add(i32x4.dot_i16x8_s(signedNibbles(p, 2), x2), i32x4.dot_i16x8_s(signedNibbles(p, 3), x3)));
+}
+
+/**
+ * The relaxed-SIMD build's nibbleDot: the unsigned nibbles q (0..15, in range of the 7-bit
+ * operand) against int8 activations, sixteen products per instruction; xa holds the activations
+ * of elements 0, 16, 1, 17, .. 7, 23 and xb those of 8, 24, 9, 25, .. 15, 31 as int8 (the order
+ * of the layout's low and high nibbles byte by byte). Four i32 lanes summing to sum q * x.
+ */
+function nibbleDotRelaxed(p: usize, xa: v128, xb: v128): v128 {
+  const mask = i8x16.splat(0x0f);
+  const q = v128.xor(v128.load(p), i8x16.splat(<i8>0x88)); // back to q
+  // Pairwise products summed in int16 lanes: at most 4 * 127 * 15, far from overflow.
+  const low = i16x8.relaxed_dot_i8x16_i7x16_s(xa, v128.and(q, mask));
+  const high = i16x8.relaxed_dot_i8x16_i7x16_s(xb, v128.and(i16x8.shr_u(q, 4), mask));
+  const pairs = i16x8.add(low, high);
+  return i32x4.add(i32x4.extend_low_i16x8_s(pairs), i32x4.extend_high_i16x8_s(pairs));
 }
 
 /** A row's 32 int8 quants at p times the int16 activations x0..x3, in four i32 lanes. */
@@ -95,15 +139,63 @@ export function dotQ4_0Group(g: usize, xq: usize, xd: usize, xb: usize, blocks: 
     const x1 = v128.load(xq, 16);
     const x2 = v128.load(xq, 32);
     const x3 = v128.load(xq, 48);
-    const isum = sumLanes4(nibbleDot(g + 8, x0, x1, x2, x3), nibbleDot(g + 24, x0, x1, x2, x3), nibbleDot(g + 40, x0, x1, x2, x3), nibbleDot(g + 56, x0, x1, x2, x3));
-    // sum (q - 8) * x = q·x - 8 * sum x, exact in f32 (|q·x| < 2^24).
-    acc = f32x4.add(acc, f32x4.mul(f32x4.sub(f32x4.convert_i32x4_s(isum), f32x4.splat(8 * load<f32>(xb))), groupScales(g, xd)));
+    // Each row's block sum t = sum (q - 8) * x, an integer below 2^15 in magnitude: exact in f32
+    // in both builds, so both give the same bits.
+    let sums: v128;
+    if (ASC_FEATURE_RELAXED_SIMD) {
+      const x01 = i8x16.narrow_i16x8_s(x0, x1); // elements 0..15
+      const x23 = i8x16.narrow_i16x8_s(x2, x3); // 16..31
+      const xa = i8x16.shuffle(x01, x23, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+      const xbytes = i8x16.shuffle(x01, x23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      const isum = sumLanes4(nibbleDotRelaxed(g + 8, xa, xbytes), nibbleDotRelaxed(g + 24, xa, xbytes), nibbleDotRelaxed(g + 40, xa, xbytes), nibbleDotRelaxed(g + 56, xa, xbytes));
+      // sum (q - 8) * x = q·x - 8 * sum x.
+      sums = f32x4.sub(f32x4.convert_i32x4_s(isum), f32x4.splat(8 * load<f32>(xb)));
+    } else {
+      const isum = sumLanes4(nibbleDot(g + 8, x0, x1, x2, x3), nibbleDot(g + 24, x0, x1, x2, x3), nibbleDot(g + 40, x0, x1, x2, x3), nibbleDot(g + 56, x0, x1, x2, x3));
+      sums = f32x4.mul(f32x4.convert_i32x4_s(isum), f32x4.splat(1.0 / 4096)); // 4096 t: exact as f32, and so is t
+    }
+    acc = f32x4.add(acc, f32x4.mul(sums, groupScales(g, xd)));
     g += 72;
     xq += 64;
     xd += 4;
     xb += 4;
   }
   return acc;
+}
+
+/**
+ * Row `lane` of the Q4_0_X4 group at g decoded as decode.ts's decodeQ4_0 does a plain row:
+ * q16 [blocks * 32] i16 (q - 8), scales [blocks] f32, mins zero. With `nibbles` (the relaxed
+ * build's prefill tile, nibbles.ts), q8 [blocks * 32] u8 (q) and the scales instead.
+ */
+export function decodeGroupRowQ4_0(g: usize, lane: i32, blocks: i32, out: usize, scales: usize, mins: usize, nibbles: bool): void {
+  let p = g + 8 + 16 * <usize>lane;
+  let scale = g + 2 * <usize>lane;
+  for (let i = 0; i < blocks; i++) {
+    // (q - 8) * 4096 shifted back down, sign kept: q - 8 in element order.
+    const e0 = i16x8.shr_s(signedNibbles(p, 0), 12);
+    const e1 = i16x8.shr_s(signedNibbles(p, 1), 12);
+    const e2 = i16x8.shr_s(signedNibbles(p, 2), 12);
+    const e3 = i16x8.shr_s(signedNibbles(p, 3), 12);
+    if (nibbles) {
+      const eight = i16x8.splat(8);
+      v128.store(out, i8x16.narrow_i16x8_u(i16x8.add(e0, eight), i16x8.add(e1, eight)), 0);
+      v128.store(out, i8x16.narrow_i16x8_u(i16x8.add(e2, eight), i16x8.add(e3, eight)), 16);
+      out += 32;
+    } else {
+      v128.store(out, e0, 0);
+      v128.store(out, e1, 16);
+      v128.store(out, e2, 32);
+      v128.store(out, e3, 48);
+      store<f32>(mins, 0);
+      out += 64;
+      mins += 4;
+    }
+    store<f32>(scales, halfToFloat(load<u16>(scale)));
+    scales += 4;
+    p += 72;
+    scale += 72;
+  }
 }
 
 /** As dotQ4_0Group for a Q8_0_X4 group. */

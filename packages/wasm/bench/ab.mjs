@@ -1,14 +1,16 @@
 #!/usr/bin/env node
 // Interleaved A/B of two builds of kernels.wasm on one matmul (not a test):
 //   node packages/wasm/bench/ab.mjs <a.wasm> <b.wasm> [--type Q4_0] [--shape 1536x576]
-//        [--batch 1] [--copies 1] [--rounds 40]
+//        [--batch 1] [--copies 1] [--rounds 40] [--interleave]
 // Both modules run on one shared memory, on the calling thread only, taking
 // turns in 20 ms windows; it prints each build's best rate, the ratio of the
 // best rates and the median of the per-round ratios (the figure to quote: a
 // busy spell of the machine slows both sides of a round alike), and the
 // largest difference between the two outputs. --copies N cycles through N
 // copies of the matrix, so that with N x its size beyond the L3 cache the
-// weights stream from memory as in a real decode step. To compare relaxed-SIMD
+// weights stream from memory as in a real decode step; --interleave runs Q4_0 / Q8_0
+// in the layout the engine gives them at load (each build interleaving its own
+// copies). To compare relaxed-SIMD
 // builds on Node 20, run node with --experimental-wasm-relaxed-simd.
 // Build first (`npm run build`); the builds to compare are dist/src/kernels/wasm/*.wasm
 // or copies of them made from other versions of assembly/.
@@ -24,7 +26,7 @@ const option = (name, fallback) => {
   return at >= 0 ? process.argv[at + 1] : fallback;
 };
 if (!fileA?.endsWith(".wasm") || !fileB?.endsWith(".wasm")) {
-  console.error("usage: ab.mjs <a.wasm> <b.wasm> [--type Q4_0] [--shape 1536x576] [--batch 1] [--copies 1] [--rounds 40]");
+  console.error("usage: ab.mjs <a.wasm> <b.wasm> [--type Q4_0] [--shape 1536x576] [--batch 1] [--copies 1] [--rounds 40] [--interleave]");
   process.exit(2);
 }
 const typeName = option("--type", "Q8_0");
@@ -49,12 +51,19 @@ function allocate(bytes) {
 
 const values = new Float32Array(rows * cols).map((_, i) => Math.sin(i * 12.9898) * 0.5);
 const weights = quantize(type, values);
-const matrices = [];
+// --interleave: each build gets its own copies, rewritten by its own interleave() (Q4_0, Q8_0).
+const interleaved = process.argv.includes("--interleave");
+const matrices = [[], []];
 for (let c = 0; c < copies; c++) {
-  const at = allocate(weights.byteLength);
-  new Uint8Array(memory.buffer, at, weights.byteLength).set(weights);
-  matrices.push(at);
+  for (const k of interleaved ? [0, 1] : [0]) {
+    const at = allocate(weights.byteLength);
+    new Uint8Array(memory.buffer, at, weights.byteLength).set(weights);
+    if (interleaved) builds[k].interleave(type, at, rows, cols, allocate(4 * builds[k].rowBytes(type, cols)));
+    matrices[k].push(at);
+  }
+  if (!interleaved) matrices[1] = matrices[0];
 }
+const matmulType = interleaved ? { [GgmlType.Q4_0]: GgmlType.Q4_0_X4, [GgmlType.Q8_0]: GgmlType.Q8_0_X4 }[type] : type;
 const x = allocate(batch * cols * 4);
 new Float32Array(memory.buffer, x, batch * cols).set(new Float32Array(batch * cols).map((_, i) => Math.cos(i)));
 const blocks = (batch * cols) / 32;
@@ -66,7 +75,7 @@ const scratch = allocate(Math.max(builds[0].decodeScratchBytes(cols), builds[1].
 let turn = 0;
 const run = (k) => {
   turn = (turn + 1) % copies;
-  builds[k].matmul(type, outs[k], matrices[turn], rows, cols, x, xq, xd, xs, xb, batch, scratch, 0, rows);
+  builds[k].matmul(matmulType, outs[k], matrices[k][turn], rows, cols, x, xq, xd, xs, xb, batch, scratch, 0, rows);
 };
 run(0);
 run(1);

@@ -51,7 +51,8 @@ export function dequantizeMatrixRow(w: WeightMatrix, row: number, out: Float32Ar
  * blocks (f16 scale, then P = 16 or 32 payload bytes). Rows in groups of four:
  * per block, the four rows' f16 scales (row k's at 2k), then their payloads
  * (row k's at 8 + kP); the last rows % 4 rows are plain after the groups
- * (assembly/interleave.ts).
+ * (assembly/interleave.ts). A Q4_0_X4 payload is eight u16 lanes, lane j
+ * holding q XOR 8 of elements j, 8 + j, 16 + j, 24 + j in bits 0-3, 4-7, 8-11, 12-15.
  */
 export function interleavedRowAsPlain(w: WeightMatrix, row: number): Uint8Array {
   const payload = w.type === GgmlType.Q4_0_X4 ? 16 : 32;
@@ -67,7 +68,18 @@ export function interleavedRowAsPlain(w: WeightMatrix, row: number): Uint8Array 
     const at = group + b * groupBlockBytes;
     plain[b * blockBytes] = w.data[at + 2 * lane]!;
     plain[b * blockBytes + 1] = w.data[at + 2 * lane + 1]!;
-    plain.set(w.data.subarray(at + 8 + payload * lane, at + 8 + payload * (lane + 1)), b * blockBytes + 2);
+    const from = at + 8 + payload * lane;
+    const to = b * blockBytes + 2;
+    if (payload === 32) {
+      plain.set(w.data.subarray(from, from + 32), to);
+      continue;
+    }
+    // Plain Q4_0: byte e holds element e in its low nibble and element e + 16 in its high one.
+    for (let j = 0; j < 8; j++) {
+      const bits = (w.data[from + 2 * j]! | (w.data[from + 2 * j + 1]! << 8)) ^ 0x8888;
+      plain[to + j] = (bits & 0xf) | (((bits >> 8) & 0xf) << 4);
+      plain[to + 8 + j] = ((bits >> 4) & 0xf) | ((bits >> 12) << 4);
+    }
   }
   return plain;
 }

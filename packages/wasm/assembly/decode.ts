@@ -37,22 +37,21 @@ export function decodeQ8_0(scale: usize, quants: usize, stride: usize, blocks: i
   }
 }
 
-/** As decodeQ8_0 for a Q4_0 row (16 bytes of nibbles per block; plain stride 18, interleaved 72). */
-export function decodeQ4_0(scale: usize, nibbles: usize, stride: usize, blocks: i32, q16: usize, scales: usize, mins: usize): void {
+/** As decodeQ8_0 for a plain Q4_0 row at w (an interleaved one: interleave.ts's decodeGroupRowQ4_0). */
+export function decodeQ4_0(w: usize, blocks: i32, q16: usize, scales: usize, mins: usize): void {
   const lowMask = i16x8.splat(0x0f);
   const offset = i16x8.splat(8);
   for (let i = 0; i < blocks; i++) {
-    const packed = v128.load(nibbles);
+    const packed = v128.load(w, 2);
     const first = i16x8.extend_low_i8x16_u(packed);
     const second = i16x8.extend_high_i8x16_u(packed);
     v128.store(q16, i16x8.sub(v128.and(first, lowMask), offset), 0);
     v128.store(q16, i16x8.sub(v128.and(second, lowMask), offset), 16);
     v128.store(q16, i16x8.sub(i16x8.shr_u(first, 4), offset), 32);
     v128.store(q16, i16x8.sub(i16x8.shr_u(second, 4), offset), 48);
-    store<f32>(scales, halfToFloat(load<u16>(scale)));
+    store<f32>(scales, halfToFloat(load<u16>(w)));
     store<f32>(mins, 0);
-    scale += stride;
-    nibbles += stride;
+    w += 18;
     q16 += 64;
     scales += 4;
     mins += 4;

@@ -178,21 +178,23 @@ function matmulDecoded(
       const decoded = scratch + <usize>k * (nibbles ? <usize>cols : decodedBytes);
       const rowScales = scales + <usize>k * rowValuesBytes;
       const rowMins = mins + <usize>k * rowValuesBytes;
-      if (type == Q4_0 || type == Q4_0_X4 || type == Q8_0 || type == Q8_0_X4) {
-        // Where the row's blocks are: plain rows one block after the other; a row of an
-        // interleaved group every groupBlockBytes, its scale and payload at lane offsets.
-        const payload: usize = type == Q4_0 || type == Q4_0_X4 ? 16 : 32;
-        const grouped = (type == Q4_0_X4 || type == Q8_0_X4) && row < (rows & ~3);
-        const group = w + <usize>(row & ~3) * stride;
-        const scaleAt = grouped ? group + 2 * <usize>(row & 3) : w + <usize>row * stride;
-        const payloadAt = grouped ? group + 8 + payload * <usize>(row & 3) : scaleAt + 2;
-        const blockStride = grouped ? groupBlockBytes(payload) : 2 + payload;
-        if (payload == 32) decodeQ8_0(scaleAt, payloadAt, blockStride, blocks, decoded, rowScales, rowMins);
-        else if (grouped) decodeGroupRowQ4_0(group, row & 3, blocks, decoded, rowScales, rowMins, nibbles); // signed-nibble lanes
-        else if (nibbles) decodeQ4_0Nibbles(scaleAt, payloadAt, blockStride, blocks, decoded, rowScales);
-        else decodeQ4_0(scaleAt, payloadAt, blockStride, blocks, decoded, rowScales, rowMins);
+      const plainRow = w + <usize>row * stride;
+      // A row of an interleaved group (the tail rows after the groups are plain).
+      const grouped = (type == Q4_0_X4 || type == Q8_0_X4) && row < (rows & ~3);
+      const group = w + <usize>(row & ~3) * stride;
+      if (type == Q8_0 || type == Q8_0_X4) {
+        // Block i's scale at scaleAt + i * blockStride, its quants 2 bytes on, or at the row's lane offset in a group.
+        const scaleAt = grouped ? group + 2 * <usize>(row & 3) : plainRow;
+        const quantsAt = grouped ? group + 8 + 32 * <usize>(row & 3) : plainRow + 2;
+        decodeQ8_0(scaleAt, quantsAt, grouped ? groupBlockBytes(32) : 34, blocks, decoded, rowScales, rowMins);
+      } else if (grouped) {
+        decodeGroupRowQ4_0(group, row & 3, blocks, decoded, rowScales, rowMins, nibbles); // signed-nibble lanes
+      } else if (nibbles) {
+        decodeQ4_0Nibbles(plainRow, blocks, decoded, rowScales);
+      } else if (type == Q4_0 || type == Q4_0_X4) {
+        decodeQ4_0(plainRow, blocks, decoded, rowScales, rowMins);
       } else {
-        decodeRow(type, w + <usize>row * stride, cols, decoded, rowScales, rowMins);
+        decodeRow(type, plainRow, cols, decoded, rowScales, rowMins);
       }
     }
     if (!halves) {

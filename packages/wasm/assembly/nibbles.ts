@@ -1,4 +1,4 @@
-// Q4_0 prefill in the relaxed-SIMD build (see rows4.ts for decode): the tile
+// Q4_0 prefill in the relaxed-SIMD build (decode: dot.ts, interleave.ts): the tile
 // of tile.ts, four weight rows by two activation rows, with the rows decoded
 // to unsigned nibbles (0..15, the 7-bit operand of
 // `i16x8.relaxed_dot_i8x16_i7x16_s`) instead of int16, and the activations
@@ -13,19 +13,17 @@ import { halfToFloat } from "./half";
 import { sumLanes4 } from "./tile";
 
 /**
- * Writes a Q4_0 row's nibbles, q8: [blocks * 32] u8 (element order), and scales:
- * [blocks] f32; the row's block i has its scale at scale + i * stride and its
- * nibbles at nibbles + i * stride (see decode.ts's decodeQ4_0).
+ * Writes a plain Q4_0 row's nibbles, q8: [blocks * 32] u8 (element order), and
+ * scales: [blocks] f32 (an interleaved row: interleave.ts's decodeGroupRowQ4_0).
  */
-export function decodeQ4_0Nibbles(scale: usize, nibbles: usize, stride: usize, blocks: i32, q8: usize, scales: usize): void {
+export function decodeQ4_0Nibbles(w: usize, blocks: i32, q8: usize, scales: usize): void {
   const mask = i8x16.splat(0x0f);
   for (let i = 0; i < blocks; i++) {
-    const packed = v128.load(nibbles);
+    const packed = v128.load(w, 2);
     v128.store(q8, v128.and(packed, mask), 0); // elements 0..15
     v128.store(q8, v128.and(i16x8.shr_u(packed, 4), mask), 16); // elements 16..31
-    store<f32>(scales, halfToFloat(load<u16>(scale)));
-    scale += stride;
-    nibbles += stride;
+    store<f32>(scales, halfToFloat(load<u16>(w)));
+    w += 18;
     q8 += 32;
     scales += 4;
   }

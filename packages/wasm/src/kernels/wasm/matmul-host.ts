@@ -137,9 +137,11 @@ export class MatmulHost {
   prepareMatrix(w: WeightMatrix): WeightMatrix {
     this.ctx.checkOpen();
     const layout = INTERLEAVED.get(w.type);
-    if (layout === undefined || w.rows < 4 || !Number.isInteger(w.cols) || w.cols < ACTIVATION_BLOCK || w.cols % ACTIVATION_BLOCK !== 0) return w;
-    const byteLength = rowBytes(w.type, w.cols) * w.rows;
-    if (!Number.isInteger(w.rows) || w.data.byteLength < byteLength) return w; // matmul reports the bad shape
+    const { rows, cols } = w;
+    // Shapes that are not whole blocks of four rows or more are left for matmul to run (or to report).
+    if (layout === undefined || !Number.isInteger(rows) || rows < 4 || !Number.isInteger(cols) || cols < ACTIVATION_BLOCK || cols % ACTIVATION_BLOCK !== 0) return w;
+    const byteLength = rowBytes(w.type, cols) * rows;
+    if (w.data.byteLength < byteLength) return w;
     // The same bytes twice would be interleaved twice: the second call gets the first's matrix.
     const done = this.prepared.get(w.data);
     if (done) return done;
@@ -153,10 +155,10 @@ export class MatmulHost {
       this.releaseWhenCollected.register(data, address);
     }
     // The groups split across the threads: at load, the pass over the weights is what it costs.
-    const scratchStride = Math.ceil((4 * rowBytes(w.type, w.cols)) / 64) * 64;
+    const scratchStride = Math.ceil((4 * rowBytes(w.type, cols)) / 64) * 64;
     const scratch = this.rowDecode.ensure(scratchStride * this.ctx.pool.threads);
-    this.ctx.pool.run(Op.INTERLEAVE, [w.type, address, w.rows, w.cols, scratch, scratchStride], this.ctx.threadsFor(byteLength));
-    const matrix: WeightMatrix = { type: layout, rows: w.rows, cols: w.cols, data };
+    this.ctx.pool.run(Op.INTERLEAVE, [w.type, address, rows, cols, scratch, scratchStride], this.ctx.threadsFor(byteLength));
+    const matrix: WeightMatrix = { type: layout, rows, cols, data };
     this.prepared.set(w.data, matrix);
     return matrix;
   }

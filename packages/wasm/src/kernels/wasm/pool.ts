@@ -89,6 +89,7 @@ export class WorkerPool {
     control[Slot.OP] = op;
     for (let i = 0; i < args.length; i++) control[Slot.ARGS + i] = args[i]! | 0;
     Atomics.store(control, Slot.FAILED, 0);
+    Atomics.store(control, Slot.CURSOR, 0);
     Atomics.store(control, Slot.PENDING, active - 1);
     if (active > 1) {
       Atomics.store(control, Slot.GENERATION, nextTicket(Atomics.load(control, Slot.GENERATION), active));

@@ -68,6 +68,12 @@ export const Slot = {
   QUIT: 2,
   FAILED: 3,
   OP: 4,
+  /**
+   * Batched MATMUL and GATED jobs: the next unclaimed row. Threads claim rows
+   * in chunks from it (Atomics.add) until none are left, so a thread that
+   * starts late or runs slow takes fewer; the main thread zeroes it per job.
+   */
+  CURSOR: 5,
   /** First of the job's arguments. */
   ARGS: 8,
 } as const;
@@ -177,6 +183,33 @@ function matmulRows(exports: KernelExports, control: Int32Array, index: number, 
   );
 }
 
+/**
+ * Rows each claim of a batched job takes: about sixteen claims per thread, so
+ * the wait for the last one is short, in multiples of four (matmul's tiles).
+ */
+function claimRows(total: number, threads: number): number {
+  return Math.max(4, Math.floor(total / (threads * 16)) & ~3);
+}
+
+/**
+ * Calls `work(start, end)` on this thread's rows of `total`: for a batch (prefill),
+ * chunks claimed from Slot.CURSOR while any are left, since there each chunk is
+ * long and threads on shared cores run at uneven speeds; for one activation row
+ * (decode), the contiguous share `shareOf` gives, as there a job is a few
+ * microseconds and a claim per chunk measured slower.
+ */
+function forEachShare(control: Int32Array, index: number, threads: number, total: number, work: (start: number, end: number) => void): void {
+  if (threads > 1 && control[Slot.ARGS + 6]! > 1) {
+    const chunk = claimRows(total, threads);
+    for (let start = Atomics.add(control, Slot.CURSOR, chunk); start < total; start = Atomics.add(control, Slot.CURSOR, chunk)) {
+      work(start, Math.min(total, start + chunk));
+    }
+    return;
+  }
+  const [start, end] = shareOf(total, index, threads);
+  if (start < end) work(start, end);
+}
+
 /** Runs thread `index`'s share (of `threads`) of the job in the control block. */
 export function runShare(exports: KernelExports, control: Int32Array, index: number, threads: number): void {
   const a = Slot.ARGS;
@@ -185,25 +218,26 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
       const count = control[a + 9]!;
       let total = 0;
       for (let m = 0; m < count; m++) total += control[a + 13 + 4 * m]!;
-      const [start, end] = shareOf(total, index, threads);
-      let first = 0; // first row of matrix m in the joined rows
-      for (let m = 0; m < count && first < end; m++) {
-        const rows = control[a + 13 + 4 * m]!;
-        const from = Math.max(start, first) - first;
-        const to = Math.min(end, first + rows) - first;
-        if (from < to) matmulRows(exports, control, index, m, from, to);
-        first += rows;
-      }
+      forEachShare(control, index, threads, total, (start, end) => {
+        let first = 0; // first row of matrix m in the joined rows
+        for (let m = 0; m < count && first < end; m++) {
+          const rows = control[a + 13 + 4 * m]!;
+          const from = Math.max(start, first) - first;
+          const to = Math.min(end, first + rows) - first;
+          if (from < to) matmulRows(exports, control, index, m, from, to);
+          first += rows;
+        }
+      });
       return;
     }
     case Op.GATED: {
       const rows = control[a + 13]!;
-      const [start, end] = shareOf(rows, index, threads);
-      if (start === end) return;
-      matmulRows(exports, control, index, 0, start, end);
-      matmulRows(exports, control, index, 1, start, end);
       const out = control[a + 18]! >>> 0;
-      exports.gatedActivation(out, control[a + 11]! >>> 0, control[a + 15]! >>> 0, rows, control[a + 6]!, start, end, control[a + 19]!);
+      forEachShare(control, index, threads, rows, (start, end) => {
+        matmulRows(exports, control, index, 0, start, end);
+        matmulRows(exports, control, index, 1, start, end);
+        exports.gatedActivation(out, control[a + 11]! >>> 0, control[a + 15]! >>> 0, rows, control[a + 6]!, start, end, control[a + 19]!);
+      });
       return;
     }
     case Op.ATTENTION: {

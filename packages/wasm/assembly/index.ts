@@ -9,6 +9,7 @@ import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0 } from "./
 export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
 export { gatedActivation } from "./activation";
+export { addRepeated, rmsNorm, rope } from "./elementwise";
 import { decodeQ4_0Nibbles, dotNibbles4x2 } from "./nibbles";
 import { decodeGroupRowQ4_0, dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
 import { dotDecoded4x2, dotRows4, interleave4, minimumsTerm4, TILE_ROWS, tileScratchBytes } from "./tile";

@@ -6,10 +6,9 @@
  */
 import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
-import { gatedMlp, linear, norm, normHeads, projections, selfAttention, type ForwardContext } from "../engine/layers.js";
+import { gatedMlp, linear, norm, normHeads, projections, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
 import { ropeInverseFrequencies } from "../engine/rope.js";
 import type { WeightSource } from "../engine/weights.js";
-import { addInPlace } from "../kernels/ops.js";
 import type { Architecture } from "./types.js";
 import { globalRope, hfTensorName, HF_LAYER_NAMES, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
 
@@ -120,9 +119,9 @@ function mlp(ctx: ForwardContext, layer: Gemma3Layer, h: Float32Array): Float32A
 /** x += postNorm(attention(norm(x))); x += postNorm(mlp(preNorm(x))). */
 function block(ctx: ForwardContext, index: number, layer: Gemma3Layer, x: Float32Array, rope: Float64Array): void {
   const attended = attention(ctx, index, layer, norm(ctx, x, layer.attnNorm), rope);
-  addInPlace(x, norm(ctx, attended, layer.postAttentionNorm));
+  residual(ctx, x, norm(ctx, attended, layer.postAttentionNorm));
   const transformed = mlp(ctx, layer, norm(ctx, x, layer.preFfnNorm));
-  addInPlace(x, norm(ctx, transformed, layer.postFfnNorm));
+  residual(ctx, x, norm(ctx, transformed, layer.postFfnNorm));
 }
 
 // ---- model -------------------------------------------------------------------

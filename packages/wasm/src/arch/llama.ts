@@ -4,8 +4,7 @@
  */
 import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
-import { gatedMlp, linear, norm, normHeads, projections, selfAttention, type ForwardContext } from "../engine/layers.js";
-import { addInPlace } from "../kernels/ops.js";
+import { gatedMlp, linear, norm, normHeads, projections, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
 import type { WeightSource } from "../engine/weights.js";
 import type { Architecture, LoadedModel } from "./types.js";
 import { globalRope, hfTensorName, readSlidingWindow, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
@@ -114,8 +113,8 @@ export function llamaBlock(
   x: Float32Array,
   inverseFrequencies: Float64Array,
 ): void {
-  addInPlace(x, llamaAttention(ctx, index, layer, norm(ctx, x, layer.attnNorm), inverseFrequencies));
-  addInPlace(x, llamaMlp(ctx, layer, norm(ctx, x, layer.ffnNorm)));
+  residual(ctx, x, llamaAttention(ctx, index, layer, norm(ctx, x, layer.attnNorm), inverseFrequencies));
+  residual(ctx, x, llamaMlp(ctx, layer, norm(ctx, x, layer.ffnNorm)));
 }
 
 // ---- model -------------------------------------------------------------------

@@ -7,10 +7,10 @@
 import { InferenceError } from "@infer/core";
 import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
-import { columns, linear, norm, selfAttention, type ForwardContext } from "../engine/layers.js";
+import { columns, linear, norm, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
 import type { WeightSource } from "../engine/weights.js";
 import { ropeInverseFrequencies } from "../engine/rope.js";
-import { addInPlace, gatedActivation } from "../kernels/ops.js";
+import { gatedActivation } from "../kernels/ops.js";
 import type { Architecture } from "./types.js";
 import { globalRope, hfTensorName, readSlidingWindow, HF_LAYER_NAMES, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
 
@@ -143,8 +143,8 @@ function mlp(ctx: ForwardContext, layer: Phi3Layer, h: Float32Array): Float32Arr
 // ---- block -------------------------------------------------------------------
 
 function block(ctx: ForwardContext, index: number, layer: Phi3Layer, x: Float32Array, rope: RopeChoice): void {
-  addInPlace(x, attention(ctx, index, layer, norm(ctx, x, layer.attnNorm), rope));
-  addInPlace(x, mlp(ctx, layer, norm(ctx, x, layer.ffnNorm)));
+  residual(ctx, x, attention(ctx, index, layer, norm(ctx, x, layer.attnNorm), rope));
+  residual(ctx, x, mlp(ctx, layer, norm(ctx, x, layer.ffnNorm)));
 }
 
 // ---- model -------------------------------------------------------------------

@@ -5,7 +5,7 @@
  * call, no longer (see scratch.ts), so a block must not keep buffers across layers.
  */
 import type { AttentionKernel, Kernels, WeightMatrix } from "../kernels/types.js";
-import { addBias, applyRope, gatedActivation, rmsNorm, rmsNormHeads, type Activation } from "../kernels/ops.js";
+import { addBias, addInPlace, applyRope, gatedActivation, rmsNorm, type Activation } from "../kernels/ops.js";
 import type { KVCache } from "./cache.js";
 import type { ModelConfig } from "./config.js";
 import type { ForwardScratch } from "./scratch.js";
@@ -30,7 +30,7 @@ export interface ForwardContext {
 export function linear(ctx: ForwardContext, w: WeightMatrix, x: Float32Array, bias?: Float32Array): Float32Array {
   const out = ctx.scratch.floats(ctx.tokens * w.rows);
   ctx.kernels.matmul(out, w, x, ctx.tokens);
-  if (bias) addBias(out, bias, ctx.tokens);
+  if (bias) biasAdd(ctx.kernels, out, bias, ctx.tokens);
   return out;
 }
 
@@ -47,7 +47,7 @@ export function projections(
 ): Float32Array[] {
   const outs = ws.map((w) => ctx.scratch.floats(ctx.tokens * w.rows));
   matmulMany(ctx, outs, ws, x);
-  biases.forEach((bias, i) => bias && addBias(outs[i]!, bias, ctx.tokens));
+  biases.forEach((bias, i) => bias && biasAdd(ctx.kernels, outs[i]!, bias, ctx.tokens));
   return outs;
 }
 
@@ -56,17 +56,36 @@ function matmulMany(ctx: ForwardContext, outs: Float32Array[], ws: readonly Weig
   else ws.forEach((w, i) => ctx.kernels.matmul(outs[i]!, w, x, ctx.tokens));
 }
 
+// The light steps run on the kernels' own versions where they have them (the same bits as ops.ts's).
+
+function biasAdd(kernels: Kernels, x: Float32Array, bias: Float32Array, rows: number): void {
+  if (kernels.addBias) kernels.addBias(x, bias, rows);
+  else addBias(x, bias, rows);
+}
+
+/** RMSNorm of x [rows, dim] with weight [dim] into out (which may be x), with the model's eps and weighting. */
+export function rmsNormRows(kernels: Kernels, config: ModelConfig, out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number): void {
+  if (kernels.rmsNorm) kernels.rmsNorm(out, x, weight, rows, dim, config.rmsEps, config.normUnitOffset);
+  else rmsNorm(out, x, weight, rows, dim, config.rmsEps, config.normUnitOffset);
+}
+
 /** RMSNorm of each row of x [tokens, dim] with weight [dim], into a new buffer. */
 export function norm(ctx: ForwardContext, x: Float32Array, weight: Float32Array): Float32Array {
   const dim = weight.length;
   const out = ctx.scratch.floats(ctx.tokens * dim);
-  rmsNorm(out, x, weight, ctx.tokens, dim, ctx.config.rmsEps, ctx.config.normUnitOffset);
+  rmsNormRows(ctx.kernels, ctx.config, out, x, weight, ctx.tokens, dim);
   return out;
 }
 
 /** Per-head RMSNorm of x [tokens, heads, headDim] in place (q/k norms). */
 export function normHeads(ctx: ForwardContext, x: Float32Array, weight: Float32Array, heads: number): void {
-  rmsNormHeads(x, weight, ctx.tokens, heads, ctx.config.headDim, ctx.config.rmsEps, ctx.config.normUnitOffset);
+  rmsNormRows(ctx.kernels, ctx.config, x, x, weight, ctx.tokens * heads, ctx.config.headDim);
+}
+
+/** The residual connection: x [tokens, hidden] += y. */
+export function residual(ctx: ForwardContext, x: Float32Array, y: Float32Array): void {
+  if (ctx.kernels.addInPlace) ctx.kernels.addInPlace(x, y, x.length);
+  else addInPlace(x, y, x.length);
 }
 
 /** Copies rows [tokens, total] columns [start, start + width) into a new [tokens, width] buffer. */
@@ -103,8 +122,9 @@ export function selfAttention(
   ctx.scratch.nextLayer();
   const { numHeads, numKVHeads, headDim, ropeMode, attentionScale, attentionSoftcap } = ctx.config;
   const magnitude = options.ropeMagnitude ?? 1;
-  applyRope(q, ctx.tokens, numHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
-  applyRope(k, ctx.tokens, numKVHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
+  const rope = ctx.kernels.rope?.bind(ctx.kernels) ?? applyRope;
+  rope(q, ctx.tokens, numHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
+  rope(k, ctx.tokens, numKVHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
   const cache = ctx.cache;
   const kvDim = numKVHeads * headDim;
   const keys = cache.keys[layer]!;

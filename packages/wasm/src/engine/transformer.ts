@@ -5,11 +5,11 @@
 import { InferenceError } from "@infer/core";
 import type { AttentionKernel, Kernels } from "../kernels/types.js";
 import { referenceAttention, referenceKernels } from "../kernels/reference.js";
-import { embeddingLookup, rmsNorm } from "../kernels/ops.js";
+import { embeddingLookup } from "../kernels/ops.js";
 import type { LoadedModel } from "../arch/types.js";
 import { KVCache, type KVCacheType } from "./cache.js";
 import type { ModelConfig } from "./config.js";
-import type { ForwardContext } from "./layers.js";
+import { rmsNormRows, type ForwardContext } from "./layers.js";
 import { ForwardScratch } from "./scratch.js";
 
 export type { ModelConfig } from "./config.js";
@@ -89,7 +89,7 @@ export class Transformer {
       const row = batch.logitRows[i]!;
       selected.set(x.subarray(row * hiddenSize, (row + 1) * hiddenSize), i * hiddenSize);
     }
-    rmsNorm(selected, selected, this.model.outputNorm, m, hiddenSize, this.config.rmsEps, this.config.normUnitOffset);
+    rmsNormRows(this.kernels, this.config, selected, selected, this.model.outputNorm, m, hiddenSize);
     const logits = logitsInto && logitsInto.length >= m * vocabSize ? logitsInto.subarray(0, m * vocabSize) : new Float32Array(m * vocabSize); // [m, vocab]
     if (m > 0) this.kernels.matmul(logits, this.model.output, selected, m);
     const cap = this.config.finalLogitSoftcap;

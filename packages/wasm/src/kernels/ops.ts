@@ -9,38 +9,34 @@ import { dequantizeMatrixRow } from "./dequant.js";
  * RMSNorm over `rows` rows of `dim`: out = x / sqrt(mean(x²) + eps) * w.
  * `unitOffset` = 1 gives Gemma's (1 + w) weighting. out may alias x.
  */
-export function rmsNorm(
-  out: Float32Array,
-  x: Float32Array,
-  weight: Float32Array,
-  rows: number,
-  dim: number,
-  eps: number,
-  unitOffset = 0,
-  xOffset = 0,
-  outOffset = 0,
-): void {
+export function rmsNorm(out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number, eps: number, unitOffset = 0): void {
   for (let r = 0; r < rows; r++) {
-    const xBase = xOffset + r * dim;
-    const outBase = outOffset + r * dim;
-    let sumSquares = 0;
-    for (let i = 0; i < dim; i++) sumSquares += x[xBase + i]! * x[xBase + i]!;
-    const inverse = 1 / Math.sqrt(sumSquares / dim + eps);
-    for (let i = 0; i < dim; i++) out[outBase + i] = x[xBase + i]! * inverse * (unitOffset + weight[i]!);
+    const base = r * dim;
+    const inverse = 1 / Math.sqrt(sumOfSquares(x, base, dim) / dim + eps);
+    for (let i = 0; i < dim; i++) out[base + i] = x[base + i]! * inverse * (unitOffset + weight[i]!);
   }
 }
 
-/** RMSNorm applied to each head of [tokens, heads, headDim] in place (Qwen3 / Gemma 3 q/k norms). */
-export function rmsNormHeads(
-  x: Float32Array,
-  weight: Float32Array,
-  tokens: number,
-  heads: number,
-  headDim: number,
-  eps: number,
-  unitOffset = 0,
-): void {
-  rmsNorm(x, x, weight, tokens * heads, headDim, eps, unitOffset);
+/**
+ * x[base + i]² summed over i < dim in float64, as four running sums of every
+ * fourth element, ((s0 + s2) + (s1 + s3)) + the rest: the order the SIMD
+ * kernel (assembly/elementwise.ts) adds in, so both give the same bits.
+ */
+function sumOfSquares(x: Float32Array, base: number, dim: number): number {
+  let s0 = 0;
+  let s1 = 0;
+  let s2 = 0;
+  let s3 = 0;
+  let i = 0;
+  for (; i + 4 <= dim; i += 4) {
+    s0 += x[base + i]! * x[base + i]!;
+    s1 += x[base + i + 1]! * x[base + i + 1]!;
+    s2 += x[base + i + 2]! * x[base + i + 2]!;
+    s3 += x[base + i + 3]! * x[base + i + 3]!;
+  }
+  let sum = s0 + s2 + (s1 + s3);
+  for (; i < dim; i++) sum += x[base + i]! * x[base + i]!;
+  return sum;
 }
 
 /**
@@ -90,7 +86,7 @@ export function applyRope(
  * in place: callers build one per RoPE setting) and magnitude stay the same
  * (a decode step: 2 x layers calls, one table).
  */
-function rotationTable(tokens: number, positions: Int32Array, inverseFrequencies: Float64Array, magnitude: number): { cos: Float64Array; sin: Float64Array } {
+export function rotationTable(tokens: number, positions: Int32Array, inverseFrequencies: Float64Array, magnitude: number): { cos: Float64Array; sin: Float64Array } {
   const pairs = inverseFrequencies.length;
   const last = lastRotation;
   if (last && last.inverseFrequencies === inverseFrequencies && last.magnitude === magnitude && last.tokens === tokens && samePositions(last.positions, positions, tokens)) {

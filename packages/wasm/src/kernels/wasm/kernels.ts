@@ -14,10 +14,11 @@
 import { readFile } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
 import type { AttentionKernel, Kernels, WeightMatrix } from "../types.js";
-import type { Activation } from "../ops.js";
+import type { Activation, RopeMode } from "../ops.js";
 import { SharedArena } from "./arena.js";
 import { AttentionHost } from "./attention-host.js";
 import { KernelContext } from "./context.js";
+import { ElementwiseHost } from "./elementwise-host.js";
 import { physicalCoreCount } from "./cores.js";
 import { MatmulHost } from "./matmul-host.js";
 import { WorkerPool } from "./pool.js";
@@ -136,6 +137,7 @@ class WasmKernels implements Kernels {
   readonly name: string;
   private readonly matmuls: MatmulHost;
   private readonly attentions: AttentionHost;
+  private readonly elementwise: ElementwiseHost;
 
   constructor(
     private readonly ctx: KernelContext,
@@ -145,6 +147,7 @@ class WasmKernels implements Kernels {
     this.name = `wasm-${relaxed ? "relaxed-simd" : "simd"} (${threads} thread${threads === 1 ? "" : "s"})`;
     this.matmuls = new MatmulHost(ctx);
     this.attentions = new AttentionHost(ctx);
+    this.elementwise = new ElementwiseHost(ctx);
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -161,6 +164,22 @@ class WasmKernels implements Kernels {
 
   prepareMatrix(w: WeightMatrix): WeightMatrix {
     return this.matmuls.prepareMatrix(w);
+  }
+
+  rmsNorm(out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number, eps: number, unitOffset: number): void {
+    this.elementwise.rmsNorm(out, x, weight, rows, dim, eps, unitOffset);
+  }
+
+  rope(x: Float32Array, tokens: number, heads: number, headDim: number, positions: Int32Array, inverseFrequencies: Float64Array, mode: RopeMode, magnitude: number): void {
+    this.elementwise.rope(x, tokens, heads, headDim, positions, inverseFrequencies, mode, magnitude);
+  }
+
+  addInPlace(x: Float32Array, y: Float32Array, count: number): void {
+    this.elementwise.addInPlace(x, y, count);
+  }
+
+  addBias(x: Float32Array, bias: Float32Array, rows: number): void {
+    this.elementwise.addBias(x, bias, rows);
   }
 
   readonly attention: AttentionKernel = (out, q, keys, values, params) => this.attentions.attention(out, q, keys, values, params);

@@ -44,10 +44,8 @@ const INTERLEAVED: ReadonlyMap<GgmlType, GgmlType> = new Map([
 ]);
 
 export class MatmulHost {
-  private readonly residentWeights = new WeakMap<Uint8Array, { address: number; byteLength: number }>();
   /** prepareMatrix's results by the bytes they came from. */
   private readonly prepared = new WeakMap<Uint8Array, WeightMatrix>();
-  private readonly releaseWhenCollected: FinalizationRegistry<number>;
   private readonly xStage: Scratch;
   private readonly outStage: Scratch;
   private readonly xQuants: Scratch;
@@ -62,9 +60,6 @@ export class MatmulHost {
   private readonly args: number[] = [];
 
   constructor(private readonly ctx: KernelContext) {
-    this.releaseWhenCollected = new FinalizationRegistry<number>((address) => {
-      if (!ctx.disposed) ctx.arena.release(address);
-    });
     this.xStage = ctx.scratch();
     this.outStage = ctx.scratch();
     this.xQuants = ctx.scratch();
@@ -100,7 +95,7 @@ export class MatmulHost {
       const weightBytes = this.check(outs[i]!, ws[i]!, x, batch, cols);
       if (this.readsNatively(ws[i]!)) {
         order.splice(native++, 0, i);
-        this.residentAddress(ws[i]!.data, weightBytes);
+        this.ctx.residentAddress(ws[i]!.data, weightBytes);
       } else {
         order.push(i);
       }
@@ -152,7 +147,7 @@ export class MatmulHost {
       address = arena.allocate(byteLength);
       arena.heap.set(w.data.subarray(0, byteLength), address);
       data = arena.view(address, byteLength);
-      this.releaseWhenCollected.register(data, address);
+      this.ctx.releaseWhenCollected.register(data, address);
     }
     // The groups split across the threads: at load, the pass over the weights is what it costs.
     const scratchStride = Math.ceil((4 * rowBytes(w.type, cols)) / 64) * 64;
@@ -190,8 +185,8 @@ export class MatmulHost {
     const args = this.prepare(x, batch, cols, [gate, up], 2);
     const gateAddress = this.gateStage.ensure(count * 4);
     const upAddress = this.upStage.ensure(count * 4);
-    args.push(gate.type, gateAddress, this.residentAddress(gate.data, gateBytes), rows);
-    args.push(up.type, upAddress, this.residentAddress(up.data, upBytes), rows);
+    args.push(gate.type, gateAddress, this.ctx.residentAddress(gate.data, gateBytes), rows);
+    args.push(up.type, upAddress, this.ctx.residentAddress(up.data, upBytes), rows);
     const outAddress = this.ctx.arena.addressOf(out) ?? this.outStage.ensure(count * 4);
     args.push(outAddress, activation === "silu" ? 0 : 1);
     this.ctx.pool.run(Op.GATED, args, this.ctx.threadsFor((gateBytes + upBytes) * batch));
@@ -247,34 +242,12 @@ export class MatmulHost {
         outAddress = next;
         next += batch * w.rows * 4;
       }
-      args.push(w.type, outAddress, this.residentAddress(w.data, weightBytes), w.rows);
+      args.push(w.type, outAddress, this.ctx.residentAddress(w.data, weightBytes), w.rows);
     }
     this.ctx.pool.run(Op.MATMUL, args, this.ctx.threadsFor(bytes));
     for (let k = 0; k < picked.length; k++) {
       const i = picked[k]!;
       this.ctx.copyOut(outs[i]!, args[11 + 4 * k]! >>> 0, batch * ws[i]!.rows);
     }
-  }
-
-  /**
-   * The address of the weight bytes in the arena, copying them in on first use
-   * when they live elsewhere (kept while the array is reachable; copied again
-   * if a later call reads more of the same array).
-   */
-  private residentAddress(data: Uint8Array, byteLength: number): number {
-    const arena = this.ctx.arena;
-    const inPlace = arena.addressOf(data);
-    if (inPlace !== undefined) return inPlace;
-    const copy = this.residentWeights.get(data);
-    if (copy && copy.byteLength >= byteLength) return copy.address;
-    if (copy) {
-      this.releaseWhenCollected.unregister(copy);
-      arena.release(copy.address);
-    }
-    const fresh = { address: arena.allocate(byteLength), byteLength };
-    arena.heap.set(data.subarray(0, byteLength), fresh.address);
-    this.residentWeights.set(data, fresh);
-    this.releaseWhenCollected.register(data, fresh.address, fresh);
-    return fresh.address;
   }
 }

@@ -1,0 +1,106 @@
+/**
+ * The host half of the light steps between matmuls (assembly/elementwise.ts):
+ * RMSNorm, RoPE and adds on buffers in the arena, on the calling thread, with
+ * the same bits as ops.ts. Buffers that live elsewhere go to ops.ts itself:
+ * staging them in and out would cost what the kernel saves.
+ */
+import { InferenceError } from "@infer/core";
+import { addBias, addInPlace, applyRope, rmsNorm, rotationTable, type RopeMode } from "../ops.js";
+import type { Scratch } from "./arena.js";
+import type { KernelContext } from "./context.js";
+
+export class ElementwiseHost {
+  private readonly tableStage: Scratch;
+  /** The rotation table staged last (ops.rotationTable keeps one per forward pass) and where. */
+  private stagedTable: { cos: Float64Array; sin: Float64Array } | undefined;
+  private stagedCos = 0;
+  private stagedSin = 0;
+
+  constructor(private readonly ctx: KernelContext) {
+    this.tableStage = ctx.scratch();
+  }
+
+  rmsNorm(out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number, eps: number, unitOffset: number): void {
+    const arena = this.ctx.arena;
+    const xAt = arena.addressOf(x);
+    const outAt = arena.addressOf(out);
+    if (xAt === undefined || outAt === undefined) {
+      rmsNorm(out, x, weight, rows, dim, eps, unitOffset);
+      return;
+    }
+    checkCount("rmsNorm", rows, dim);
+    if (x.length < rows * dim || out.length < rows * dim || weight.length < dim) {
+      throw new InferenceError("INTERNAL", `rmsNorm: buffers too small for [${rows}, ${dim}]`);
+    }
+    this.ctx.checkOpen();
+    this.ctx.exports.rmsNorm(outAt, xAt, this.ctx.residentAddress(weight, dim * 4), rows, dim, eps, unitOffset);
+  }
+
+  rope(
+    x: Float32Array,
+    tokens: number,
+    heads: number,
+    headDim: number,
+    positions: Int32Array,
+    inverseFrequencies: Float64Array,
+    mode: RopeMode,
+    magnitude: number,
+  ): void {
+    const xAt = this.ctx.arena.addressOf(x);
+    if (xAt === undefined) {
+      applyRope(x, tokens, heads, headDim, positions, inverseFrequencies, mode, magnitude);
+      return;
+    }
+    checkCount("rope", tokens, heads);
+    const pairs = inverseFrequencies.length;
+    if (!Number.isInteger(headDim) || 2 * pairs > headDim || x.length < tokens * heads * headDim || positions.length < tokens) {
+      throw new InferenceError("INTERNAL", `rope: ${pairs} pairs over [${tokens}, ${heads}, ${headDim}] do not fit the buffers`);
+    }
+    this.ctx.checkOpen();
+    const table = rotationTable(tokens, positions, inverseFrequencies, magnitude);
+    if (table !== this.stagedTable) {
+      const bytes = table.cos.length * 8;
+      this.stagedCos = this.tableStage.ensure(2 * bytes);
+      this.stagedSin = this.stagedCos + bytes;
+      const heap = this.ctx.arena.heap;
+      heap.set(new Uint8Array(table.cos.buffer, table.cos.byteOffset, bytes), this.stagedCos);
+      heap.set(new Uint8Array(table.sin.buffer, table.sin.byteOffset, bytes), this.stagedSin);
+      this.stagedTable = table;
+    }
+    this.ctx.exports.rope(xAt, tokens, heads, headDim, this.stagedCos, this.stagedSin, pairs, mode === "neox" ? 1 : 0);
+  }
+
+  addInPlace(x: Float32Array, y: Float32Array, count: number): void {
+    const arena = this.ctx.arena;
+    const xAt = arena.addressOf(x);
+    const yAt = arena.addressOf(y);
+    if (xAt === undefined || yAt === undefined) {
+      addInPlace(x, y, count);
+      return;
+    }
+    checkCount("addInPlace", count);
+    if (x.length < count || y.length < count) throw new InferenceError("INTERNAL", `addInPlace: buffers shorter than ${count}`);
+    this.ctx.checkOpen();
+    this.ctx.exports.addRepeated(xAt, yAt, count, count);
+  }
+
+  addBias(x: Float32Array, bias: Float32Array, rows: number): void {
+    const xAt = this.ctx.arena.addressOf(x);
+    const dim = bias.length;
+    if (xAt === undefined || dim === 0) {
+      addBias(x, bias, rows);
+      return;
+    }
+    checkCount("addBias", rows, dim);
+    if (x.length < rows * dim) throw new InferenceError("INTERNAL", `addBias: buffer too small for [${rows}, ${dim}]`);
+    this.ctx.checkOpen();
+    this.ctx.exports.addRepeated(xAt, this.ctx.residentAddress(bias, dim * 4), rows * dim, dim);
+  }
+}
+
+/** Counts the kernels index memory with: non-negative integers (a zero count does nothing). */
+function checkCount(step: string, ...counts: number[]): void {
+  for (const count of counts) {
+    if (!Number.isInteger(count) || count < 0) throw new InferenceError("INTERNAL", `${step}: ${count} is not a count`);
+  }
+}

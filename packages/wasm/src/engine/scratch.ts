@@ -15,9 +15,11 @@
  *    and output projection). Two halves alternate: `nextLayer` switches to the
  *    other one and empties it.
  *
- * A forward that needs more than a block holds gets ordinary arrays for the
- * excess, and the next `begin` replaces the block with one large enough, so
- * the blocks settle at the largest batch's needs after one call.
+ * A forward that needs more than a block holds gets the excess from separate
+ * allocations (in the kernels' memory too, so a first, larger batch still runs
+ * in place), handed back when the region empties; the next `begin` replaces
+ * the block with one large enough, so the blocks settle at the largest batch's
+ * needs after one call.
  */
 
 /** Floats per alignment unit: 16 floats = 64 bytes, a cache line (and what SIMD loads like). */
@@ -32,6 +34,12 @@ export interface ScratchMemory {
 class Region {
   private block: Float32Array = new Float32Array(0);
   private blockBytes: Uint8Array | undefined;
+  /**
+   * Allocations beyond the block since the last settle, and whether each is
+   * handed out now: the layers of one forward ask for the same sizes in turn,
+   * so after the first layer they reuse these rather than allocate (and zero) more.
+   */
+  private readonly overflow: { bytes: Uint8Array; taken: boolean }[] = [];
   private used = 0;
   /** Most floats in use at once since the last `settle`. */
   private needed = 0;
@@ -44,17 +52,26 @@ class Region {
     this.used = end;
     this.needed = Math.max(this.needed, end);
     if (end <= this.block.length) return this.block.subarray(start, end);
-    return new Float32Array(count);
+    if (!this.memory.allocate) return new Float32Array(count);
+    let spare = this.overflow.find((chunk) => !chunk.taken && chunk.bytes.byteLength >= count * 4);
+    if (!spare) {
+      spare = { bytes: this.memory.allocate(count * 4, 64), taken: false };
+      this.overflow.push(spare);
+    }
+    spare.taken = true;
+    return new Float32Array(spare.bytes.buffer, spare.bytes.byteOffset, count);
   }
 
   empty(): void {
     this.used = 0;
+    for (const chunk of this.overflow) chunk.taken = false;
   }
 
   /** Empties the region and grows its block to the need seen since the last settle. */
   settle(): void {
-    if (this.needed > this.block.length) this.replace(Math.ceil(this.needed * 1.25));
+    this.releaseOverflow();
     this.used = 0;
+    if (this.needed > this.block.length) this.replace(Math.ceil(this.needed * 1.25));
     this.needed = 0;
   }
 
@@ -63,9 +80,15 @@ class Region {
   }
 
   dispose(): void {
+    this.releaseOverflow();
     if (this.blockBytes) this.memory.release?.(this.blockBytes);
     this.blockBytes = undefined;
     this.block = new Float32Array(0);
+  }
+
+  private releaseOverflow(): void {
+    for (const { bytes } of this.overflow) this.memory.release?.(bytes);
+    this.overflow.length = 0;
   }
 
   private replace(floats: number): void {

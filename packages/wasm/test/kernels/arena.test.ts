@@ -49,6 +49,17 @@ describe("SharedArena", () => {
     assert.equal(arena.addressOf(new Uint8Array(4)), undefined);
   });
 
+  it("recognises its views after another arena's memory grows (V8 then renews every shared memory's buffer object)", () => {
+    const arena = new SharedArena(0, 64);
+    const other = new SharedArena(0, 64);
+    const first = arena.allocate(16);
+    other.allocate(2 << 20); // grows the other memory
+    const view = arena.view(arena.allocate(32), 32);
+    assert.notEqual(arena.addressOf(view), undefined, "a view made after another memory grew");
+    assert.equal(arena.addressOf(arena.view(first, 16)), first);
+    assert.equal(other.addressOf(view), undefined, "another arena's view is not this one's");
+  });
+
   it("fails cleanly past its maximum and on bad arguments", () => {
     const arena = new SharedArena(0, 4);
     assertInferenceError(() => arena.allocate(5 * 65536), "UNSUPPORTED", /cannot grow/);

@@ -74,7 +74,11 @@ export class SharedArena {
 
   /** A byte view of [address, address + byteLength); valid for the memory's lifetime, also after it grows. */
   view(address: number, byteLength: number): Uint8Array {
-    return new Uint8Array(this.memory.buffer, address, byteLength);
+    // Recorded for addressOf: V8 hands out a new SharedArrayBuffer object for this memory whenever
+    // any shared memory in the process grows (another model's kernels, say), not only this one.
+    const buffer = this.memory.buffer;
+    this.buffers.add(buffer);
+    return new Uint8Array(buffer, address, byteLength);
   }
 
   /** Bytes of the memory as of its latest growth, for copying in and out. */

@@ -12,7 +12,7 @@ export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
 import { decodeQ4_0Nibbles, dotNibbles4x2 } from "./nibbles";
 import { decodeGroupRowQ4_0, dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
-import { dotDecoded4x2, dotRows4, interleave4, minimumsTerm4, TILE_ROWS, tileScratchBytes } from "./tile";
+import { dotPackedTile, dotRows4, interleave4, minimumsTerm4, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;
@@ -167,7 +167,8 @@ function matmulDecoded(
   const mins = scales + TILE_ROWS * <usize>blocks * 4;
   const scales4 = mins + TILE_ROWS * <usize>blocks * 4;
   const mins4 = scales4 + TILE_ROWS * <usize>blocks * 4;
-  const pair = mins4 + TILE_ROWS * <usize>blocks * 4; // two f32x4 results
+  const results = mins4 + TILE_ROWS * <usize>blocks * 4; // up to four f32x4 results
+  const packed = results + 64; // packTile's layout
   const rowValuesBytes = <usize>blocks * 4;
   // Rows go through in tiles of four; a last, partial tile repeats its last row
   // in the spare lanes. Every row then takes the same arithmetic wherever the
@@ -198,37 +199,41 @@ function matmulDecoded(
         decodeRow(type, plainRow, cols, decoded, rowScales, rowMins);
       }
     }
-    if (!halves) {
-      interleave4(scales, blocks, scales4);
-      if (type == Q4_K) interleave4(mins, blocks, mins4);
-    }
     const tileOut = out + (<usize>r << 2);
     const outStride = <usize>rows << 2; // bytes from one activation row's outputs to the next
-    for (let b = 0; b < batch; b += 2) {
-      // Activation rows in pairs; an odd last row is paired with itself.
-      const second = min(b + 1, batch - 1);
-      let valueA: v128;
-      let valueB: v128;
-      if (halves) {
-        valueA = dotRows4<f32>(x + <usize>b * <usize>cols * 4, scratch, decodedBytes, cols);
-        valueB = second > b ? dotRows4<f32>(x + <usize>second * <usize>cols * 4, scratch, decodedBytes, cols) : valueA;
-      } else if (nibbles) {
-        const blockOffsetA = <usize>b * <usize>blocks * 4;
-        const blockOffsetB = <usize>second * <usize>blocks * 4;
-        dotNibbles4x2(scratch, scales4, xq + <usize>b * <usize>cols * 2, xd + blockOffsetA, xb + blockOffsetA, xq + <usize>second * <usize>cols * 2, xd + blockOffsetB, xb + blockOffsetB, blocks, pair, pair + 16);
-        valueA = v128.load(pair);
-        valueB = v128.load(pair, 16);
-      } else {
-        dotDecoded4x2(scratch, scales4, xq + <usize>b * <usize>cols * 2, xd + <usize>b * <usize>blocks * 4, xq + <usize>second * <usize>cols * 2, xd + <usize>second * <usize>blocks * 4, blocks, pair, pair + 16);
-        valueA = v128.load(pair);
-        valueB = v128.load(pair, 16);
-        if (type == Q4_K) {
-          valueA = f32x4.sub(valueA, minimumsTerm4(mins4, xs + <usize>b * <usize>blocks * 4, blocks));
-          valueB = f32x4.sub(valueB, minimumsTerm4(mins4, xs + <usize>second * <usize>blocks * 4, blocks));
+    if (halves || nibbles) {
+      if (nibbles) interleave4(scales, blocks, scales4);
+      for (let b = 0; b < batch; b += 2) {
+        // Activation rows in pairs; an odd last row is paired with itself.
+        const second = min(b + 1, batch - 1);
+        let valueA = f32x4.splat(0);
+        let valueB = valueA;
+        if (halves) {
+          valueA = dotRows4<f32>(x + <usize>b * <usize>cols * 4, scratch, decodedBytes, cols);
+          valueB = second > b ? dotRows4<f32>(x + <usize>second * <usize>cols * 4, scratch, decodedBytes, cols) : valueA;
+        } else if (nibbles) {
+          const blockOffsetA = <usize>b * <usize>blocks * 4;
+          const blockOffsetB = <usize>second * <usize>blocks * 4;
+          dotNibbles4x2(scratch, scales4, xq + <usize>b * <usize>cols * 2, xd + blockOffsetA, xb + blockOffsetA, xq + <usize>second * <usize>cols * 2, xd + blockOffsetB, xb + blockOffsetB, blocks, results, results + 16);
+          valueA = v128.load(results);
+          valueB = v128.load(results, 16);
         }
+        storeLanes(tileOut + <usize>b * outStride, valueA, count);
+        if (second > b) storeLanes(tileOut + <usize>second * outStride, valueB, count);
       }
-      storeLanes(tileOut + <usize>b * outStride, valueA, count);
-      if (second > b) storeLanes(tileOut + <usize>second * outStride, valueB, count);
+      continue;
+    }
+    packTile(scratch, scales, blocks, packed);
+    if (type == Q4_K) interleave4(mins, blocks, mins4);
+    for (let b = 0; b < batch; b += 4) {
+      // Activation rows four at a time; the last one to three on their own.
+      const tokens = min(4, batch - b);
+      dotPackedTile(packed, xq + <usize>b * <usize>cols * 2, xd + <usize>b * <usize>blocks * 4, blocks, tokens, results);
+      for (let j = 0; j < tokens; j++) {
+        let value = v128.load(results + (<usize>j << 4));
+        if (type == Q4_K) value = f32x4.sub(value, minimumsTerm4(mins4, xs + <usize>(b + j) * <usize>blocks * 4, blocks));
+        storeLanes(tileOut + <usize>(b + j) * outStride, value, count);
+      }
     }
   }
 }

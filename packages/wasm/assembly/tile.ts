@@ -1,23 +1,28 @@
 // Batched matmul (prefill) on tiles of four weight rows: the four rows are
-// decoded once (decode.ts) and every activation row is dotted with all four at
-// a time. Each activation vector loaded then feeds four multiplies instead of
-// one, and the per-block float work (int-to-float, the scales, the add) runs
-// once per block for four rows, on one vector whose lane k is row k's sum.
+// decoded once (decode.ts) and packed (packTile), then every activation row is
+// dotted with all four at a time, four activation rows per pass. Each
+// activation vector loaded then feeds four multiplies, and the per-block float
+// work (int-to-float, the scales, the add) runs once per block for four rows,
+// on one vector whose lane k is row k's sum.
 //
 // Decoded tile layout in a thread's scratch (see tileScratchBytes):
 //   q16:    [4][cols] i16      (quantized types) or [4][cols] f32 (F16 / BF16)
 //   scales: [4][blocks] f32, mins: [4][blocks] f32   (as decode.ts writes them)
 //   scales4, mins4: [blocks][4] f32                  (the same, lane k = row k)
-//   pair:   2 x f32x4                                (dotDecoded4x2's results)
+//   results: 4 x f32x4                               (dotPackedTile's, one per activation row)
+//   packed: [blocks] x { scales f32[4], row 0..3 quants i16[32] each } (packTile)
 
 import { halfToFloat, halvesToFloats } from "./half";
 
 export const TILE_ROWS = 4;
 
+/** Bytes of one block of a packed tile: the four rows' scales, then the four rows' 32 int16 quants. */
+export const PACKED_BLOCK_BYTES = 16 + TILE_ROWS * 64;
+
 /** Scratch bytes one thread needs to decode a tile of four rows of `cols` (f32 rows for F16 / BF16 are the larger). */
 export function tileScratchBytes(cols: i32): i32 {
   const blocks = cols / 32;
-  return TILE_ROWS * cols * 4 + TILE_ROWS * blocks * 16 + 32;
+  return TILE_ROWS * cols * 4 + TILE_ROWS * blocks * 16 + 64 + blocks * PACKED_BLOCK_BYTES;
 }
 
 /** Lane k = the sum of v_k's four lanes: four horizontal sums in six shuffles and three adds. */
@@ -48,94 +53,122 @@ export function interleave4(rowsValues: usize, blocks: i32, out: usize): void {
 }
 
 /**
- * Four decoded quantized rows (q16 [4][cols] i16, scales4 [blocks][4]) · two
- * activation rows (int16 xq and xq2 with per-block scales xd and xd2), each
- * weight vector loaded feeding both: writes f32x4 at outA and outB, lane k =
- * row k's dot product, without Q4_K's minimums (minimumsTerm4).
+ * Four decoded rows (q16 [4][cols] i16, their scales [4][blocks] f32) rewritten
+ * as a packed tile: per block, the four scales, then each row's 32 quants. One
+ * pointer with constant offsets then reaches everything a block needs, which
+ * leaves V8 registers for the four activation rows of dotPackedTile.
  */
-export function dotDecoded4x2(q16: usize, scales4: usize, xq: usize, xd: usize, xq2: usize, xd2: usize, blocks: i32, outA: usize, outB: usize): void {
+export function packTile(q16: usize, scales: usize, blocks: i32, packed: usize): void {
   const rowBytes = <usize>blocks * 64;
-  let p0 = q16;
-  let p1 = q16 + rowBytes;
-  let p2 = p1 + rowBytes;
-  let p3 = p2 + rowBytes;
-  let accA = f32x4.splat(0);
-  let accB = f32x4.splat(0);
+  const rowScales = <usize>blocks * 4;
   for (let i = 0; i < blocks; i++) {
-    // The block's four 8-element steps written out, with constant offsets: V8
-    // then folds each offset into its load's address and checks no loop edge.
-    let xa = v128.load(xq, 0);
-    let xb = v128.load(xq2, 0);
-    let wv: v128;
-    wv = v128.load(p0, 0);
-    let a0 = i32x4.dot_i16x8_s(wv, xa);
-    let b0 = i32x4.dot_i16x8_s(wv, xb);
-    wv = v128.load(p1, 0);
-    let a1 = i32x4.dot_i16x8_s(wv, xa);
-    let b1 = i32x4.dot_i16x8_s(wv, xb);
-    wv = v128.load(p2, 0);
-    let a2 = i32x4.dot_i16x8_s(wv, xa);
-    let b2 = i32x4.dot_i16x8_s(wv, xb);
-    wv = v128.load(p3, 0);
-    let a3 = i32x4.dot_i16x8_s(wv, xa);
-    let b3 = i32x4.dot_i16x8_s(wv, xb);
-    xa = v128.load(xq, 16);
-    xb = v128.load(xq2, 16);
-    wv = v128.load(p0, 16);
-    a0 = i32x4.add(a0, i32x4.dot_i16x8_s(wv, xa));
-    b0 = i32x4.add(b0, i32x4.dot_i16x8_s(wv, xb));
-    wv = v128.load(p1, 16);
-    a1 = i32x4.add(a1, i32x4.dot_i16x8_s(wv, xa));
-    b1 = i32x4.add(b1, i32x4.dot_i16x8_s(wv, xb));
-    wv = v128.load(p2, 16);
-    a2 = i32x4.add(a2, i32x4.dot_i16x8_s(wv, xa));
-    b2 = i32x4.add(b2, i32x4.dot_i16x8_s(wv, xb));
-    wv = v128.load(p3, 16);
-    a3 = i32x4.add(a3, i32x4.dot_i16x8_s(wv, xa));
-    b3 = i32x4.add(b3, i32x4.dot_i16x8_s(wv, xb));
-    xa = v128.load(xq, 32);
-    xb = v128.load(xq2, 32);
-    wv = v128.load(p0, 32);
-    a0 = i32x4.add(a0, i32x4.dot_i16x8_s(wv, xa));
-    b0 = i32x4.add(b0, i32x4.dot_i16x8_s(wv, xb));
-    wv = v128.load(p1, 32);
-    a1 = i32x4.add(a1, i32x4.dot_i16x8_s(wv, xa));
-    b1 = i32x4.add(b1, i32x4.dot_i16x8_s(wv, xb));
-    wv = v128.load(p2, 32);
-    a2 = i32x4.add(a2, i32x4.dot_i16x8_s(wv, xa));
-    b2 = i32x4.add(b2, i32x4.dot_i16x8_s(wv, xb));
-    wv = v128.load(p3, 32);
-    a3 = i32x4.add(a3, i32x4.dot_i16x8_s(wv, xa));
-    b3 = i32x4.add(b3, i32x4.dot_i16x8_s(wv, xb));
-    xa = v128.load(xq, 48);
-    xb = v128.load(xq2, 48);
-    wv = v128.load(p0, 48);
-    a0 = i32x4.add(a0, i32x4.dot_i16x8_s(wv, xa));
-    b0 = i32x4.add(b0, i32x4.dot_i16x8_s(wv, xb));
-    wv = v128.load(p1, 48);
-    a1 = i32x4.add(a1, i32x4.dot_i16x8_s(wv, xa));
-    b1 = i32x4.add(b1, i32x4.dot_i16x8_s(wv, xb));
-    wv = v128.load(p2, 48);
-    a2 = i32x4.add(a2, i32x4.dot_i16x8_s(wv, xa));
-    b2 = i32x4.add(b2, i32x4.dot_i16x8_s(wv, xb));
-    wv = v128.load(p3, 48);
-    a3 = i32x4.add(a3, i32x4.dot_i16x8_s(wv, xa));
-    b3 = i32x4.add(b3, i32x4.dot_i16x8_s(wv, xb));
-    const scales = v128.load(scales4);
-    accA = f32x4.add(accA, f32x4.mul(f32x4.convert_i32x4_s(sumLanes4(a0, a1, a2, a3)), f32x4.mul(scales, f32x4.splat(load<f32>(xd)))));
-    accB = f32x4.add(accB, f32x4.mul(f32x4.convert_i32x4_s(sumLanes4(b0, b1, b2, b3)), f32x4.mul(scales, f32x4.splat(load<f32>(xd2)))));
-    p0 += 64;
-    p1 += 64;
-    p2 += 64;
-    p3 += 64;
-    xq += 64;
-    xq2 += 64;
-    scales4 += 16;
-    xd += 4;
-    xd2 += 4;
+    store<f32>(packed, load<f32>(scales));
+    store<f32>(packed, load<f32>(scales + rowScales), 4);
+    store<f32>(packed, load<f32>(scales + 2 * rowScales), 8);
+    store<f32>(packed, load<f32>(scales + 3 * rowScales), 12);
+    for (let k = 0; k < TILE_ROWS; k++) {
+      const from = q16 + <usize>k * rowBytes;
+      const to = packed + 16 + <usize>k * 64;
+      v128.store(to, v128.load(from), 0);
+      v128.store(to, v128.load(from, 16), 16);
+      v128.store(to, v128.load(from, 32), 32);
+      v128.store(to, v128.load(from, 48), 48);
+    }
+    packed += PACKED_BLOCK_BYTES;
+    q16 += 64;
+    scales += 4;
   }
-  v128.store(outA, accA);
-  v128.store(outB, accB);
+}
+
+/**
+ * The packed tile's per-block steps, as static members so that they can be
+ * marked @inline (eslint's TypeScript parser accepts decorators on class
+ * members only): dotPackedTile calls them four times per block, and as calls
+ * they cost it half its speed.
+ */
+class PackedBlock {
+  /**
+   * One packed block at p · one activation block (32 int16 at x): lane k = row k's
+   * integer sum. Written out with constant offsets: V8 then folds each into its
+   * load's address and checks no loop edge.
+   */
+  @inline static sums(p: usize, x: usize): v128 {
+    let xv = v128.load(x, 0);
+    let a0 = i32x4.dot_i16x8_s(v128.load(p, 16), xv);
+    let a1 = i32x4.dot_i16x8_s(v128.load(p, 80), xv);
+    let a2 = i32x4.dot_i16x8_s(v128.load(p, 144), xv);
+    let a3 = i32x4.dot_i16x8_s(v128.load(p, 208), xv);
+    xv = v128.load(x, 16);
+    a0 = i32x4.add(a0, i32x4.dot_i16x8_s(v128.load(p, 32), xv));
+    a1 = i32x4.add(a1, i32x4.dot_i16x8_s(v128.load(p, 96), xv));
+    a2 = i32x4.add(a2, i32x4.dot_i16x8_s(v128.load(p, 160), xv));
+    a3 = i32x4.add(a3, i32x4.dot_i16x8_s(v128.load(p, 224), xv));
+    xv = v128.load(x, 32);
+    a0 = i32x4.add(a0, i32x4.dot_i16x8_s(v128.load(p, 48), xv));
+    a1 = i32x4.add(a1, i32x4.dot_i16x8_s(v128.load(p, 112), xv));
+    a2 = i32x4.add(a2, i32x4.dot_i16x8_s(v128.load(p, 176), xv));
+    a3 = i32x4.add(a3, i32x4.dot_i16x8_s(v128.load(p, 240), xv));
+    xv = v128.load(x, 48);
+    a0 = i32x4.add(a0, i32x4.dot_i16x8_s(v128.load(p, 64), xv));
+    a1 = i32x4.add(a1, i32x4.dot_i16x8_s(v128.load(p, 128), xv));
+    a2 = i32x4.add(a2, i32x4.dot_i16x8_s(v128.load(p, 192), xv));
+    a3 = i32x4.add(a3, i32x4.dot_i16x8_s(v128.load(p, 256), xv));
+    return sumLanes4(a0, a1, a2, a3);
+  }
+
+  /** One block's contribution to an accumulator: lane k += sums[k] * scales[k] * the activation block's scale. */
+  @inline static scaled(acc: v128, sums: v128, scales: v128, xScale: f32): v128 {
+    return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(sums), f32x4.mul(scales, f32x4.splat(xScale))));
+  }
+}
+
+/**
+ * A packed tile (packTile) · `count` (1..4) consecutive activation rows from
+ * xq (int16, rows of blocks * 32) with block scales from xd: writes f32x4 per
+ * activation row at results, lane k = row k's dot product, without Q4_K's
+ * minimums (minimumsTerm4). Four rows go through together, each packed block
+ * loaded once for all four (V8 keeps the block's weights and reloads them from
+ * its stack rather than from the tile: still cheaper than four passes); any
+ * other count one row at a time, with the same arithmetic per row, so a row's
+ * bits do not depend on how the batch divides.
+ */
+export function dotPackedTile(packed: usize, xq: usize, xd: usize, blocks: i32, count: i32, results: usize): void {
+  const xRow = <usize>blocks * 64;
+  const dRow = <usize>blocks * 4;
+  if (count == 4) {
+    let acc0 = f32x4.splat(0);
+    let acc1 = acc0;
+    let acc2 = acc0;
+    let acc3 = acc0;
+    for (let i = 0; i < blocks; i++) {
+      const scales = v128.load(packed);
+      acc0 = PackedBlock.scaled(acc0, PackedBlock.sums(packed, xq), scales, load<f32>(xd));
+      acc1 = PackedBlock.scaled(acc1, PackedBlock.sums(packed, xq + xRow), scales, load<f32>(xd + dRow));
+      acc2 = PackedBlock.scaled(acc2, PackedBlock.sums(packed, xq + 2 * xRow), scales, load<f32>(xd + 2 * dRow));
+      acc3 = PackedBlock.scaled(acc3, PackedBlock.sums(packed, xq + 3 * xRow), scales, load<f32>(xd + 3 * dRow));
+      packed += PACKED_BLOCK_BYTES;
+      xq += 64;
+      xd += 4;
+    }
+    v128.store(results, acc0, 0);
+    v128.store(results, acc1, 16);
+    v128.store(results, acc2, 32);
+    v128.store(results, acc3, 48);
+    return;
+  }
+  for (let r = 0; r < count; r++) {
+    let p = packed;
+    let x = xq + <usize>r * xRow;
+    let d = xd + <usize>r * dRow;
+    let acc = f32x4.splat(0);
+    for (let i = 0; i < blocks; i++) {
+      acc = PackedBlock.scaled(acc, PackedBlock.sums(p, x), v128.load(p), load<f32>(d));
+      p += PACKED_BLOCK_BYTES;
+      x += 64;
+      d += 4;
+    }
+    v128.store(results + (<usize>r << 4), acc);
+  }
 }
 
 /** sum over blocks of mins4[i] * xs[i], lane k for row k: what four decoded Q4_K rows' minimums subtract. */

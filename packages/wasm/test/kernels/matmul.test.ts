@@ -159,6 +159,28 @@ describe("wasm matmul: results do not depend on the thread count or the build", 
   });
 });
 
+describe("wasm matmul: a batch row's result does not depend on how the batch divides", () => {
+  it("rows of a batch of 9 (two groups of four and one alone) give the bits of the same rows in batches of 2 and 7", async () => {
+    const kernels = await createWasmKernels({ threads: 2, minBytesPerThread: 0 });
+    try {
+      const next = random(99);
+      for (const type of [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_K, GgmlType.Q6_K]) {
+        const w = kernels.prepareMatrix!(randomMatrix(type, 13, 256, next));
+        const x = randomActivations(9 * 256, next);
+        const whole = new Float32Array(9 * 13);
+        kernels.matmul(whole, w, x, 9);
+        const head = new Float32Array(2 * 13);
+        const tail = new Float32Array(7 * 13);
+        kernels.matmul(head, w, x.subarray(0, 2 * 256), 2);
+        kernels.matmul(tail, w, x.subarray(2 * 256), 7);
+        assert.deepEqual(whole, Float32Array.of(...head, ...tail), GgmlType[type]);
+      }
+    } finally {
+      await kernels.dispose?.();
+    }
+  });
+});
+
 describe("wasm matmul: special half-precision values", () => {
   it("F16 infinities, NaN, subnormals and signed zeros convert as the reference does (SIMD, tail and batch paths)", async () => {
     const kernels = await createWasmKernels({ threads: 1 });

@@ -21,12 +21,7 @@ import { halfToFloat, halvesToFloats } from "./half";
  */
 export function decodeQ8_0(scale: usize, quants: usize, stride: usize, blocks: i32, q16: usize, scales: usize, mins: usize): void {
   for (let i = 0; i < blocks; i++) {
-    const a = v128.load(quants);
-    const b = v128.load(quants, 16);
-    v128.store(q16, i16x8.extend_low_i8x16_s(a), 0);
-    v128.store(q16, i16x8.extend_high_i8x16_s(a), 16);
-    v128.store(q16, i16x8.extend_low_i8x16_s(b), 32);
-    v128.store(q16, i16x8.extend_high_i8x16_s(b), 48);
+    widenQuants(quants, q16);
     store<f32>(scales, halfToFloat(load<u16>(scale)));
     store<f32>(mins, 0);
     scale += stride;
@@ -35,6 +30,16 @@ export function decodeQ8_0(scale: usize, quants: usize, stride: usize, blocks: i
     scales += 4;
     mins += 4;
   }
+}
+
+/** A Q8_0 block's 32 int8 quants at `quants` as 32 int16 at q16. */
+export function widenQuants(quants: usize, q16: usize): void {
+  const a = v128.load(quants);
+  const b = v128.load(quants, 16);
+  v128.store(q16, i16x8.extend_low_i8x16_s(a), 0);
+  v128.store(q16, i16x8.extend_high_i8x16_s(a), 16);
+  v128.store(q16, i16x8.extend_low_i8x16_s(b), 32);
+  v128.store(q16, i16x8.extend_high_i8x16_s(b), 48);
 }
 
 /** As decodeQ8_0 for a plain Q4_0 row at w (an interleaved one: interleave.ts's decodeGroupRowQ4_0). */

@@ -11,7 +11,7 @@ export { attention } from "./attention";
 export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
 import { decodeQ4_0Nibbles, dotNibbles4x2 } from "./nibbles";
-import { decodeGroupRowQ4_0, dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
+import { decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
 import { dotPackedTile, dotRows4, interleave4, minimumsTerm4, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
@@ -175,7 +175,10 @@ function matmulDecoded(
   // threads' shares split the rows, so results do not depend on the split.
   for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
     const count = min(TILE_ROWS, rowEnd - r);
-    for (let k = 0; k < TILE_ROWS; k++) {
+    // Four rows that are one interleaved group decode straight into the packed tile.
+    const wholeGroup = !nibbles && (type == Q4_0_X4 || type == Q8_0_X4) && (r & 3) == 0 && r + TILE_ROWS <= (rows & ~3);
+    if (wholeGroup) decodeGroupToTile(w + <usize>r * stride, blocks, type == Q4_0_X4, packed);
+    for (let k = 0; k < TILE_ROWS && !wholeGroup; k++) {
       const row = r + min(k, count - 1);
       const decoded = scratch + <usize>k * (nibbles ? <usize>cols : decodedBytes);
       const rowScales = scales + <usize>k * rowValuesBytes;
@@ -223,7 +226,7 @@ function matmulDecoded(
       }
       continue;
     }
-    packTile(scratch, scales, blocks, packed);
+    if (!wholeGroup) packTile(scratch, scales, blocks, packed);
     if (type == Q4_K) interleave4(mins, blocks, mins4);
     for (let b = 0; b < batch; b += 4) {
       // Activation rows four at a time; the last one to three on their own.

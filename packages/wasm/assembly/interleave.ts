@@ -20,8 +20,9 @@
 // and 24 + j in bits 0-3, 4-7, 8-11 and 12-15. Shifting each to the top four bits gives
 // (q - 8) * 4096 in an int16 lane, in element order, with no widening and no -8 term.
 
+import { widenQuants } from "./decode";
 import { halfToFloat, halvesToFloats } from "./half";
-import { sumLanes4 } from "./tile";
+import { PACKED_BLOCK_BYTES, sumLanes4 } from "./tile";
 
 /** Bytes of one block of a group: four scales, four payloads. */
 export function groupBlockBytes(payload: usize): usize {
@@ -172,21 +173,18 @@ export function decodeGroupRowQ4_0(g: usize, lane: i32, blocks: i32, out: usize,
   let p = g + 8 + 16 * <usize>lane;
   let scale = g + 2 * <usize>lane;
   for (let i = 0; i < blocks; i++) {
-    // (q - 8) * 4096 shifted back down, sign kept: q - 8 in element order.
-    const e0 = i16x8.shr_s(signedNibbles(p, 0), 12);
-    const e1 = i16x8.shr_s(signedNibbles(p, 1), 12);
-    const e2 = i16x8.shr_s(signedNibbles(p, 2), 12);
-    const e3 = i16x8.shr_s(signedNibbles(p, 3), 12);
     if (nibbles) {
+      // (q - 8) * 4096 shifted back down, sign kept, plus 8: q in element order.
       const eight = i16x8.splat(8);
-      v128.store(out, i8x16.narrow_i16x8_u(i16x8.add(e0, eight), i16x8.add(e1, eight)), 0);
-      v128.store(out, i8x16.narrow_i16x8_u(i16x8.add(e2, eight), i16x8.add(e3, eight)), 16);
+      const e0 = i16x8.add(i16x8.shr_s(signedNibbles(p, 0), 12), eight);
+      const e1 = i16x8.add(i16x8.shr_s(signedNibbles(p, 1), 12), eight);
+      const e2 = i16x8.add(i16x8.shr_s(signedNibbles(p, 2), 12), eight);
+      const e3 = i16x8.add(i16x8.shr_s(signedNibbles(p, 3), 12), eight);
+      v128.store(out, i8x16.narrow_i16x8_u(e0, e1), 0);
+      v128.store(out, i8x16.narrow_i16x8_u(e2, e3), 16);
       out += 32;
     } else {
-      v128.store(out, e0, 0);
-      v128.store(out, e1, 16);
-      v128.store(out, e2, 32);
-      v128.store(out, e3, 48);
+      signedLanesToInt16(p, out);
       store<f32>(mins, 0);
       out += 64;
       mins += 4;
@@ -195,6 +193,35 @@ export function decodeGroupRowQ4_0(g: usize, lane: i32, blocks: i32, out: usize,
     scales += 4;
     p += 72;
     scale += 72;
+  }
+}
+
+/** A Q4_0_X4 row's block of signed-nibble lanes at p as 32 int16 q - 8 in element order at q16. */
+function signedLanesToInt16(p: usize, q16: usize): void {
+  // (q - 8) * 4096 shifted back down, sign kept.
+  v128.store(q16, i16x8.shr_s(signedNibbles(p, 0), 12), 0);
+  v128.store(q16, i16x8.shr_s(signedNibbles(p, 1), 12), 16);
+  v128.store(q16, i16x8.shr_s(signedNibbles(p, 2), 12), 32);
+  v128.store(q16, i16x8.shr_s(signedNibbles(p, 3), 12), 48);
+}
+
+/**
+ * A whole Q4_0_X4 (q4) or Q8_0_X4 group at g decoded straight into tile.ts's
+ * packed layout (packTile's result for its four rows, the same values): the
+ * group's four scales convert in one vector and its payloads sit side by side,
+ * so prefill skips decoding row by row and packing afterwards.
+ */
+export function decodeGroupToTile(g: usize, blocks: i32, q4: bool, packed: usize): void {
+  const groupBlock = groupBlockBytes(q4 ? 16 : 32);
+  for (let i = 0; i < blocks; i++) {
+    v128.store(packed, halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(g))));
+    for (let k = 0; k < 4; k++) {
+      const to = packed + 16 + <usize>k * 64;
+      if (q4) signedLanesToInt16(g + 8 + <usize>k * 16, to);
+      else widenQuants(g + 8 + <usize>k * 32, to);
+    }
+    g += groupBlock;
+    packed += PACKED_BLOCK_BYTES;
   }
 }
 

@@ -10,7 +10,7 @@ export { quantizeActivations } from "./quantize";
 export { attention } from "./attention";
 export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
-import { decodeQ4_0Nibbles, dotNibbles4x2 } from "./nibbles";
+import { decodeQ4_0Nibbles, packNibbleTile } from "./nibbles";
 import { decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
 import { dotPackedTile, dotRows4, interleave4, minimumsTerm4, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
@@ -161,12 +161,11 @@ function matmulDecoded(
   const halves = type == F16 || type == BF16;
   // With relaxed SIMD, Q4_0 rows decode to nibbles for the int8 tile (nibbles.ts).
   const nibbles = ASC_FEATURE_RELAXED_SIMD && (type == Q4_0 || type == Q4_0_X4);
-  // scratch (tile.ts): four decoded rows, then their scales and mins per row, then both as [blocks][4].
+  // scratch (tile.ts): four decoded rows, their scales and mins per row, the mins as [blocks][4].
   const decodedBytes = <usize>cols * (halves ? 4 : 2);
   const scales = scratch + TILE_ROWS * decodedBytes;
   const mins = scales + TILE_ROWS * <usize>blocks * 4;
-  const scales4 = mins + TILE_ROWS * <usize>blocks * 4;
-  const mins4 = scales4 + TILE_ROWS * <usize>blocks * 4;
+  const mins4 = mins + TILE_ROWS * <usize>blocks * 4;
   const results = mins4 + TILE_ROWS * <usize>blocks * 4; // up to four f32x4 results
   const packed = results + 64; // packTile's layout
   const rowValuesBytes = <usize>blocks * 4;
@@ -204,34 +203,19 @@ function matmulDecoded(
     }
     const tileOut = out + (<usize>r << 2);
     const outStride = <usize>rows << 2; // bytes from one activation row's outputs to the next
-    if (halves || nibbles) {
-      if (nibbles) interleave4(scales, blocks, scales4);
-      for (let b = 0; b < batch; b += 2) {
-        // Activation rows in pairs; an odd last row is paired with itself.
-        const second = min(b + 1, batch - 1);
-        let valueA = f32x4.splat(0);
-        let valueB = valueA;
-        if (halves) {
-          valueA = dotRows4<f32>(x + <usize>b * <usize>cols * 4, scratch, decodedBytes, cols);
-          valueB = second > b ? dotRows4<f32>(x + <usize>second * <usize>cols * 4, scratch, decodedBytes, cols) : valueA;
-        } else if (nibbles) {
-          const blockOffsetA = <usize>b * <usize>blocks * 4;
-          const blockOffsetB = <usize>second * <usize>blocks * 4;
-          dotNibbles4x2(scratch, scales4, xq + <usize>b * <usize>cols * 2, xd + blockOffsetA, xb + blockOffsetA, xq + <usize>second * <usize>cols * 2, xd + blockOffsetB, xb + blockOffsetB, blocks, results, results + 16);
-          valueA = v128.load(results);
-          valueB = v128.load(results, 16);
-        }
-        storeLanes(tileOut + <usize>b * outStride, valueA, count);
-        if (second > b) storeLanes(tileOut + <usize>second * outStride, valueB, count);
-      }
+    if (halves) {
+      for (let b = 0; b < batch; b++) storeLanes(tileOut + <usize>b * outStride, dotRows4<f32>(x + <usize>b * <usize>cols * 4, scratch, decodedBytes, cols), count);
       continue;
     }
-    if (!wholeGroup) packTile(scratch, scales, blocks, packed);
+    if (nibbles) packNibbleTile(scratch, scales, blocks, packed);
+    else if (!wholeGroup) packTile(scratch, scales, blocks, packed);
     if (type == Q4_K) interleave4(mins, blocks, mins4);
     for (let b = 0; b < batch; b += 4) {
       // Activation rows four at a time; the last one to three on their own.
       const tokens = min(4, batch - b);
-      dotPackedTile(packed, xq + <usize>b * <usize>cols * 2, xd + <usize>b * <usize>blocks * 4, blocks, tokens, results);
+      const blockOffset = <usize>b * <usize>blocks * 4;
+      if (nibbles) dotPackedTile<u8>(packed, xq + <usize>b * <usize>cols * 2, xd + blockOffset, xb + blockOffset, blocks, tokens, results);
+      else dotPackedTile<i16>(packed, xq + <usize>b * <usize>cols * 2, xd + blockOffset, xb + blockOffset, blocks, tokens, results);
       for (let j = 0; j < tokens; j++) {
         let value = v128.load(results + (<usize>j << 4));
         if (type == Q4_K) value = f32x4.sub(value, minimumsTerm4(mins4, xs + <usize>(b + j) * <usize>blocks * 4, blocks));

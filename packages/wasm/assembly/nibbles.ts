@@ -1,16 +1,20 @@
-// Q4_0 prefill in the relaxed-SIMD build (decode: dot.ts, interleave.ts): the tile
-// of tile.ts, four weight rows by two activation rows, with the rows decoded
-// to unsigned nibbles (0..15, the 7-bit operand of
+// Q4_0 prefill in the relaxed-SIMD build (decode: dot.ts, interleave.ts): the
+// packed tile of tile.ts, four weight rows by four activation rows, with the
+// rows decoded to unsigned nibbles (0..15, the 7-bit operand of
 // `i16x8.relaxed_dot_i8x16_i7x16_s`) instead of int16, and the activations
 // narrowed to int8 as they are read: sixteen multiplies per instruction
 // instead of eight. The -8 offset is applied through the activations' quant
 // sums (xb), per block and lane, so the result is exactly the baseline's.
 //
-// Scratch layout (inside tileScratchBytes, which sizes for int16 rows):
-//   q8: [4][blocks * 32] u8 nibbles in element order; scales4 as in tile.ts.
+// Scratch (inside tileScratchBytes, which sizes for int16 rows): the rows as
+// q8 [4][blocks * 32] u8 nibbles in element order, then packed per block as
+// { scales f32[4], row 0..3 nibbles u8[32] each } (packNibbleTile).
 
 import { halfToFloat } from "./half";
-import { sumLanes4 } from "./tile";
+import { sumLanes4, TILE_ROWS } from "./tile";
+
+/** Bytes of one block of a packed nibble tile: four scales, four rows of 32 nibbles (tile.ts's dotPackedTile<u8> steps by the same). */
+const NIBBLE_BLOCK_BYTES: usize = 16 + 4 * 32;
 
 /**
  * Writes a plain Q4_0 row's nibbles, q8: [blocks * 32] u8 (element order), and
@@ -29,60 +33,48 @@ export function decodeQ4_0Nibbles(w: usize, blocks: i32, q8: usize, scales: usiz
   }
 }
 
-/** A decoded row's block at p (32 nibbles) · int8 activations x01 (elements 0..15) and x23 (16..31), in four i32 lanes. */
-function blockDot(p: usize, x01: v128, x23: v128): v128 {
-  // Pairwise products summed in int16 lanes: at most 4 * 127 * 15, far from overflow.
-  const pairs = i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(x01, v128.load(p, 0)), i16x8.relaxed_dot_i8x16_i7x16_s(x23, v128.load(p, 16)));
-  return i32x4.extadd_pairwise_i16x8_s(pairs);
+/**
+ * Four decoded nibble rows (q8 [4][blocks * 32], their scales [4][blocks] f32)
+ * packed per block as tile.ts's packTile packs int16 rows.
+ */
+export function packNibbleTile(q8: usize, scales: usize, blocks: i32, packed: usize): void {
+  const rowBytes = <usize>blocks * 32;
+  const rowScales = <usize>blocks * 4;
+  for (let i = 0; i < blocks; i++) {
+    for (let k = 0; k < TILE_ROWS; k++) {
+      store<f32>(packed + (<usize>k << 2), load<f32>(scales + <usize>k * rowScales));
+      const from = q8 + <usize>k * rowBytes;
+      v128.store(packed + 16 + <usize>k * 32, v128.load(from), 0);
+      v128.store(packed + 16 + <usize>k * 32, v128.load(from, 16), 16);
+    }
+    packed += NIBBLE_BLOCK_BYTES;
+    q8 += 32;
+    scales += 4;
+  }
 }
 
 /**
- * Four decoded nibble rows (q8, scales4 [blocks][4]) · two activation rows
- * (int16 xq, scales xd and quant sums xb each): f32x4 at outA and outB, lane k = row k.
+ * The packed nibble tile's per-block steps, static so that they can be marked
+ * @inline (eslint's parser accepts decorators on class members only).
  */
-export function dotNibbles4x2(
-  q8: usize,
-  scales4: usize,
-  xqA: usize,
-  xdA: usize,
-  xbA: usize,
-  xqB: usize,
-  xdB: usize,
-  xbB: usize,
-  blocks: i32,
-  outA: usize,
-  outB: usize,
-): void {
-  const rowBytes = <usize>blocks * 32;
-  let p0 = q8;
-  let p1 = q8 + rowBytes;
-  let p2 = p1 + rowBytes;
-  let p3 = p2 + rowBytes;
-  let accA = f32x4.splat(0);
-  let accB = f32x4.splat(0);
-  for (let i = 0; i < blocks; i++) {
-    const a01 = i8x16.narrow_i16x8_s(v128.load(xqA, 0), v128.load(xqA, 16));
-    const a23 = i8x16.narrow_i16x8_s(v128.load(xqA, 32), v128.load(xqA, 48));
-    const b01 = i8x16.narrow_i16x8_s(v128.load(xqB, 0), v128.load(xqB, 16));
-    const b23 = i8x16.narrow_i16x8_s(v128.load(xqB, 32), v128.load(xqB, 48));
-    const sumA = sumLanes4(blockDot(p0, a01, a23), blockDot(p1, a01, a23), blockDot(p2, a01, a23), blockDot(p3, a01, a23));
-    const sumB = sumLanes4(blockDot(p0, b01, b23), blockDot(p1, b01, b23), blockDot(p2, b01, b23), blockDot(p3, b01, b23));
-    const scales = v128.load(scales4);
-    // sum (q - 8) * x = q·x - 8 * sum x, exact in f32.
-    accA = f32x4.add(accA, f32x4.mul(f32x4.sub(f32x4.convert_i32x4_s(sumA), f32x4.splat(8 * load<f32>(xbA))), f32x4.mul(scales, f32x4.splat(load<f32>(xdA)))));
-    accB = f32x4.add(accB, f32x4.mul(f32x4.sub(f32x4.convert_i32x4_s(sumB), f32x4.splat(8 * load<f32>(xbB))), f32x4.mul(scales, f32x4.splat(load<f32>(xdB)))));
-    p0 += 32;
-    p1 += 32;
-    p2 += 32;
-    p3 += 32;
-    xqA += 64;
-    xqB += 64;
-    xdA += 4;
-    xdB += 4;
-    xbA += 4;
-    xbB += 4;
-    scales4 += 16;
+export class NibbleBlock {
+  /** A row's 32 nibbles at p · int8 activations x01 (elements 0..15) and x23 (16..31), in four i32 lanes. */
+  @inline static rowDot(p: usize, x01: v128, x23: v128): v128 {
+    // Pairwise products summed in int16 lanes: at most 4 * 127 * 15, far from overflow.
+    const pairs = i16x8.add(i16x8.relaxed_dot_i8x16_i7x16_s(x01, v128.load(p, 0)), i16x8.relaxed_dot_i8x16_i7x16_s(x23, v128.load(p, 16)));
+    return i32x4.extadd_pairwise_i16x8_s(pairs);
   }
-  v128.store(outA, accA);
-  v128.store(outB, accB);
+
+  /**
+   * One packed block at p · one activation block (32 int16 at x, block scale xd,
+   * quant sum xb) added to acc: lane k += (q·x - 8 sum x) * scale[k] * xd, exact
+   * in f32 before the scaling, as the baseline's int16 tile computes it.
+   */
+  @inline static accumulate(acc: v128, p: usize, x: usize, xd: f32, xb: f32): v128 {
+    const x01 = i8x16.narrow_i16x8_s(v128.load(x, 0), v128.load(x, 16));
+    const x23 = i8x16.narrow_i16x8_s(v128.load(x, 32), v128.load(x, 48));
+    const sums = sumLanes4(NibbleBlock.rowDot(p + 16, x01, x23), NibbleBlock.rowDot(p + 48, x01, x23), NibbleBlock.rowDot(p + 80, x01, x23), NibbleBlock.rowDot(p + 112, x01, x23));
+    const offsetSums = f32x4.sub(f32x4.convert_i32x4_s(sums), f32x4.splat(8 * xb));
+    return f32x4.add(acc, f32x4.mul(offsetSums, f32x4.mul(v128.load(p), f32x4.splat(xd))));
+  }
 }

@@ -8,11 +8,12 @@
 // Decoded tile layout in a thread's scratch (see tileScratchBytes):
 //   q16:    [4][cols] i16      (quantized types) or [4][cols] f32 (F16 / BF16)
 //   scales: [4][blocks] f32, mins: [4][blocks] f32   (as decode.ts writes them)
-//   scales4, mins4: [blocks][4] f32                  (the same, lane k = row k)
+//   mins4: [blocks][4] f32                           (the mins, lane k = row k: Q4_K)
 //   results: 4 x f32x4                               (dotPackedTile's, one per activation row)
 //   packed: [blocks] x { scales f32[4], row 0..3 quants i16[32] each } (packTile)
 
 import { halfToFloat, halvesToFloats } from "./half";
+import { NibbleBlock } from "./nibbles";
 
 export const TILE_ROWS = 4;
 
@@ -22,7 +23,7 @@ export const PACKED_BLOCK_BYTES = 16 + TILE_ROWS * 64;
 /** Scratch bytes one thread needs to decode a tile of four rows of `cols` (f32 rows for F16 / BF16 are the larger). */
 export function tileScratchBytes(cols: i32): i32 {
   const blocks = cols / 32;
-  return TILE_ROWS * cols * 4 + TILE_ROWS * blocks * 16 + 64 + blocks * PACKED_BLOCK_BYTES;
+  return TILE_ROWS * cols * 4 + TILE_ROWS * blocks * 12 + 64 + blocks * PACKED_BLOCK_BYTES;
 }
 
 /** Lane k = the sum of v_k's four lanes: four horizontal sums in six shuffles and three adds. */
@@ -116,39 +117,46 @@ class PackedBlock {
     return sumLanes4(a0, a1, a2, a3);
   }
 
-  /** One block's contribution to an accumulator: lane k += sums[k] * scales[k] * the activation block's scale. */
-  @inline static scaled(acc: v128, sums: v128, scales: v128, xScale: f32): v128 {
-    return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(sums), f32x4.mul(scales, f32x4.splat(xScale))));
+  /**
+   * One packed block at p · one activation block at x (block scale xd; quant sum
+   * at xb, which only nibble rows read) added to acc: lane k += row k's sum * scale[k] * xd.
+   * T: i16 for packTile's rows, u8 for the relaxed build's nibble rows (nibbles.ts).
+   */
+  @inline static accumulate<T>(acc: v128, p: usize, x: usize, xd: f32, xb: usize): v128 {
+    if (sizeof<T>() == 1) return NibbleBlock.accumulate(acc, p, x, xd, load<f32>(xb));
+    return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(PackedBlock.sums(p, x)), f32x4.mul(v128.load(p), f32x4.splat(xd))));
   }
 }
 
 /**
- * A packed tile (packTile) · `count` (1..4) consecutive activation rows from
- * xq (int16, rows of blocks * 32) with block scales from xd: writes f32x4 per
+ * A packed tile · `count` (1..4) consecutive activation rows from xq (int16,
+ * rows of blocks * 32) with block scales xd and quant sums xb: writes f32x4 per
  * activation row at results, lane k = row k's dot product, without Q4_K's
- * minimums (minimumsTerm4). Four rows go through together, each packed block
- * loaded once for all four (V8 keeps the block's weights and reloads them from
- * its stack rather than from the tile: still cheaper than four passes); any
- * other count one row at a time, with the same arithmetic per row, so a row's
- * bits do not depend on how the batch divides.
+ * minimums (minimumsTerm4). T: i16 for packTile's int16 rows, u8 for the
+ * relaxed build's nibble rows (nibbles.ts's packNibbleTile). Four rows go
+ * through together, each packed block loaded once for all four (V8 keeps the
+ * block's weights and reloads them from its stack rather than from the tile:
+ * still cheaper than four passes); any other count one row at a time, with the
+ * same arithmetic per row, so a row's bits do not depend on how the batch divides.
  */
-export function dotPackedTile(packed: usize, xq: usize, xd: usize, blocks: i32, count: i32, results: usize): void {
+export function dotPackedTile<T>(packed: usize, xq: usize, xd: usize, xb: usize, blocks: i32, count: i32, results: usize): void {
+  const blockBytes: usize = 16 + TILE_ROWS * 32 * sizeof<T>();
   const xRow = <usize>blocks * 64;
-  const dRow = <usize>blocks * 4;
+  const sRow = <usize>blocks * 4; // bytes of a row's xd or xb
   if (count == 4) {
     let acc0 = f32x4.splat(0);
     let acc1 = acc0;
     let acc2 = acc0;
     let acc3 = acc0;
     for (let i = 0; i < blocks; i++) {
-      const scales = v128.load(packed);
-      acc0 = PackedBlock.scaled(acc0, PackedBlock.sums(packed, xq), scales, load<f32>(xd));
-      acc1 = PackedBlock.scaled(acc1, PackedBlock.sums(packed, xq + xRow), scales, load<f32>(xd + dRow));
-      acc2 = PackedBlock.scaled(acc2, PackedBlock.sums(packed, xq + 2 * xRow), scales, load<f32>(xd + 2 * dRow));
-      acc3 = PackedBlock.scaled(acc3, PackedBlock.sums(packed, xq + 3 * xRow), scales, load<f32>(xd + 3 * dRow));
-      packed += PACKED_BLOCK_BYTES;
+      acc0 = PackedBlock.accumulate<T>(acc0, packed, xq, load<f32>(xd), xb);
+      acc1 = PackedBlock.accumulate<T>(acc1, packed, xq + xRow, load<f32>(xd + sRow), xb + sRow);
+      acc2 = PackedBlock.accumulate<T>(acc2, packed, xq + 2 * xRow, load<f32>(xd + 2 * sRow), xb + 2 * sRow);
+      acc3 = PackedBlock.accumulate<T>(acc3, packed, xq + 3 * xRow, load<f32>(xd + 3 * sRow), xb + 3 * sRow);
+      packed += blockBytes;
       xq += 64;
       xd += 4;
+      xb += 4;
     }
     v128.store(results, acc0, 0);
     v128.store(results, acc1, 16);
@@ -159,13 +167,15 @@ export function dotPackedTile(packed: usize, xq: usize, xd: usize, blocks: i32, 
   for (let r = 0; r < count; r++) {
     let p = packed;
     let x = xq + <usize>r * xRow;
-    let d = xd + <usize>r * dRow;
+    let d = xd + <usize>r * sRow;
+    let b = xb + <usize>r * sRow;
     let acc = f32x4.splat(0);
     for (let i = 0; i < blocks; i++) {
-      acc = PackedBlock.scaled(acc, PackedBlock.sums(p, x), v128.load(p), load<f32>(d));
-      p += PACKED_BLOCK_BYTES;
+      acc = PackedBlock.accumulate<T>(acc, p, x, load<f32>(d), b);
+      p += blockBytes;
       x += 64;
       d += 4;
+      b += 4;
     }
     v128.store(results + (<usize>r << 4), acc);
   }

@@ -86,7 +86,10 @@ export class KVCache {
     return this.keys.length * 2 * kvBytes(this.kvType, this.numSeqs * this.contextLength * this.kvDim);
   }
 
-  /** Writes one position's key and value rows (kvDim floats each) at element `at` of `layer`, encoded as the cache's kvType. */
+  /**
+   * Writes the key and value rows (kvDim floats each) of one position, or of consecutive
+   * positions of one sequence, from element `at` of `layer`, encoded as the cache's kvType.
+   */
   store(layer: number, at: number, key: Float32Array, value: Float32Array): void {
     writeKVRow(this.keys[layer]!, at, key);
     writeKVRow(this.values[layer]!, at, value);

@@ -129,9 +129,13 @@ export function selfAttention(
   const kvDim = numKVHeads * headDim;
   const keys = cache.keys[layer]!;
   const values = cache.values[layer]!;
-  for (let t = 0; t < ctx.tokens; t++) {
+  // Tokens of one sequence at consecutive positions (a prompt chunk) are consecutive cache rows: one store per run.
+  for (let t = 0; t < ctx.tokens; ) {
+    let end = t + 1;
+    while (end < ctx.tokens && ctx.seqIds[end] === ctx.seqIds[t] && ctx.positions[end] === ctx.positions[end - 1]! + 1) end++;
     const at = cache.offset(ctx.seqIds[t]!, ctx.positions[t]!);
-    cache.store(layer, at, k.subarray(t * kvDim, (t + 1) * kvDim), v.subarray(t * kvDim, (t + 1) * kvDim));
+    cache.store(layer, at, k.subarray(t * kvDim, end * kvDim), v.subarray(t * kvDim, end * kvDim));
+    t = end;
   }
   const out = ctx.scratch.floats(ctx.tokens * numHeads * headDim);
   ctx.attention(out, q, keys, values, {

@@ -13,7 +13,8 @@ export const Q8_BLOCK = 32;
 /**
  * x: [count, cols] f32. Writes xq: [count, cols] i16 (values -127..127),
  * xd: [count, cols / 32] f32 scales, xs: [count, cols / 32] f32 sums of x and
- * xb: [count, cols / 32] f32 sums of xq. cols is a multiple of 32.
+ * xb: [count, cols / 32] f32 sums of xq; xs or xb 0: not wanted (the matrices
+ * of the call do not read them), so not computed. cols is a multiple of 32.
  */
 export function quantizeActivations(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs: usize, xb: usize): void {
   const blocks = (count * cols) / Q8_BLOCK;
@@ -47,19 +48,23 @@ export function quantizeActivations(x: usize, count: i32, cols: i32, xq: usize, 
     v128.store(xq, i16x8.narrow_i32x4_s(q2, q3), 16);
     v128.store(xq, i16x8.narrow_i32x4_s(q4, q5), 32);
     v128.store(xq, i16x8.narrow_i32x4_s(q6, q7), 48);
-    let quantSum = i32x4.add(i32x4.add(i32x4.add(q0, q1), i32x4.add(q2, q3)), i32x4.add(i32x4.add(q4, q5), i32x4.add(q6, q7)));
-    quantSum = i32x4.add(quantSum, i32x4.shuffle(quantSum, quantSum, 2, 3, 0, 1));
-    quantSum = i32x4.add(quantSum, i32x4.shuffle(quantSum, quantSum, 1, 0, 3, 2));
-    store<f32>(xb, <f32>i32x4.extract_lane(quantSum, 0));
-    let sum = f32x4.add(f32x4.add(f32x4.add(v0, v1), f32x4.add(v2, v3)), f32x4.add(f32x4.add(v4, v5), f32x4.add(v6, v7)));
-    sum = f32x4.add(sum, i32x4.shuffle(sum, sum, 2, 3, 0, 1));
-    sum = f32x4.add(sum, i32x4.shuffle(sum, sum, 1, 0, 3, 2));
-    store<f32>(xs, f32x4.extract_lane(sum, 0));
+    if (xb != 0) {
+      let quantSum = i32x4.add(i32x4.add(i32x4.add(q0, q1), i32x4.add(q2, q3)), i32x4.add(i32x4.add(q4, q5), i32x4.add(q6, q7)));
+      quantSum = i32x4.add(quantSum, i32x4.shuffle(quantSum, quantSum, 2, 3, 0, 1));
+      quantSum = i32x4.add(quantSum, i32x4.shuffle(quantSum, quantSum, 1, 0, 3, 2));
+      store<f32>(xb, <f32>i32x4.extract_lane(quantSum, 0));
+      xb += 4;
+    }
+    if (xs != 0) {
+      let sum = f32x4.add(f32x4.add(f32x4.add(v0, v1), f32x4.add(v2, v3)), f32x4.add(f32x4.add(v4, v5), f32x4.add(v6, v7)));
+      sum = f32x4.add(sum, i32x4.shuffle(sum, sum, 2, 3, 0, 1));
+      sum = f32x4.add(sum, i32x4.shuffle(sum, sum, 1, 0, 3, 2));
+      store<f32>(xs, f32x4.extract_lane(sum, 0));
+      xs += 4;
+    }
     x += 128;
     xq += 64;
     xd += 4;
-    xs += 4;
-    xb += 4;
   }
 }
 

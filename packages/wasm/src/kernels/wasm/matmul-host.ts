@@ -206,8 +206,9 @@ export class MatmulHost {
       const blocks = elements / ACTIVATION_BLOCK;
       xq = this.xQuants.ensure(elements * 2); // int16
       xd = this.xScales.ensure(blocks * 4);
-      xs = this.xSums.ensure(blocks * 4);
-      xb = this.xQuantSums.ensure(blocks * 4);
+      // The per-block sums only the types with a minimum (Q4_K) or an offset (Q4_0) read; 0: not written.
+      if (ws.some((w) => w.type === GgmlType.Q4_K)) xs = this.xSums.ensure(blocks * 4);
+      if (ws.some((w) => w.type === GgmlType.Q4_0 || w.type === GgmlType.Q4_0_X4)) xb = this.xQuantSums.ensure(blocks * 4);
       exports.quantizeActivations(xAddress, batch, cols, xq, xd, xs, xb);
     }
     // With batch > 1 each thread decodes a row at a time into its own slice of this scratch.

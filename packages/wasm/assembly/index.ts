@@ -12,7 +12,7 @@ export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
 import { decodeQ4_0Nibbles, packNibbleTile } from "./nibbles";
 import { decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
-import { dotPackedTile, dotRows4, interleave4, minimumsTerm4, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
+import { dotPackedRowsF32x2, dotPackedTile, interleave4, minimumsTerm4, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;
@@ -204,7 +204,14 @@ function matmulDecoded(
     const tileOut = out + (<usize>r << 2);
     const outStride = <usize>rows << 2; // bytes from one activation row's outputs to the next
     if (halves) {
-      for (let b = 0; b < batch; b++) storeLanes(tileOut + <usize>b * outStride, dotRows4<f32>(x + <usize>b * <usize>cols * 4, scratch, decodedBytes, cols), count);
+      packRowsF32(scratch, cols, packed);
+      for (let b = 0; b < batch; b += 2) {
+        // Activation rows in pairs; an odd last row is paired with itself (the same arithmetic per row).
+        const second = min(b + 1, batch - 1);
+        dotPackedRowsF32x2(packed, scratch, cols, x + <usize>b * <usize>cols * 4, x + <usize>second * <usize>cols * 4, results, results + 16);
+        storeLanes(tileOut + <usize>b * outStride, v128.load(results), count);
+        if (second > b) storeLanes(tileOut + <usize>second * outStride, v128.load(results, 16), count);
+      }
       continue;
     }
     if (nibbles) packNibbleTile(scratch, scales, blocks, packed);

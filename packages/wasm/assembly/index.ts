@@ -167,7 +167,7 @@ function matmulDecoded(
   const mins = scales + TILE_ROWS * <usize>blocks * 4;
   const mins4 = mins + TILE_ROWS * <usize>blocks * 4;
   const results = mins4 + TILE_ROWS * <usize>blocks * 4; // up to four f32x4 results
-  const packed = results + 64; // packTile's layout
+  const packed = results + 64; // the layout of packTile, packNibbleTile or packRowsF32
   const rowValuesBytes = <usize>blocks * 4;
   // Rows go through in tiles of four; a last, partial tile repeats its last row
   // in the spare lanes. Every row then takes the same arithmetic wherever the

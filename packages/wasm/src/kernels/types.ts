@@ -4,7 +4,7 @@
  * the plain TypeScript reference kernels and be tested against them.
  */
 
-import type { Activation, RopeMode } from "./ops.js";
+import type { Activation, addBias, addInPlace, applyRope, rmsNorm } from "./ops.js";
 
 /** ggml tensor type ids, as stored in GGUF. */
 export enum GgmlType {
@@ -79,17 +79,13 @@ export interface Kernels {
   prepareMatrix?(w: WeightMatrix): WeightMatrix;
   /**
    * The light steps between the matmuls, where the kernels run them faster:
-   * each gives the same bits as its namesake in ops.ts (rmsNorm, applyRope,
-   * addInPlace, addBias), which the engine calls when these are absent.
-   * rmsNorm: out [rows, dim] = x / sqrt(mean(x²) + eps) * (unitOffset + weight); out may be x.
+   * each takes the arguments of its namesake in ops.ts and gives the same bits;
+   * the engine calls ops.ts's when these are absent.
    */
-  rmsNorm?(out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number, eps: number, unitOffset: number): void;
-  /** RoPE on x [tokens, heads, headDim] in place, as ops.applyRope. */
-  rope?(x: Float32Array, tokens: number, heads: number, headDim: number, positions: Int32Array, inverseFrequencies: Float64Array, mode: RopeMode, magnitude: number): void;
-  /** x[i] += y[i] for i < count (residual connections). */
-  addInPlace?(x: Float32Array, y: Float32Array, count: number): void;
-  /** x [rows, bias.length] += bias on every row. */
-  addBias?(x: Float32Array, bias: Float32Array, rows: number): void;
+  readonly rmsNorm?: typeof rmsNorm;
+  readonly rope?: typeof applyRope;
+  readonly addInPlace?: typeof addInPlace;
+  readonly addBias?: typeof addBias;
   /** Causal attention over the KV cache; the engine uses the reference attention when absent. */
   attention?: AttentionKernel;
   /**

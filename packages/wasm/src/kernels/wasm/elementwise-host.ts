@@ -5,7 +5,7 @@
  * staging them in and out would cost what the kernel saves.
  */
 import { InferenceError } from "@infer/core";
-import { addBias, addInPlace, applyRope, rmsNorm, rotationTable, type RopeMode } from "../ops.js";
+import { addBias, addInPlace, applyRope, rmsNorm, rotationTable } from "../ops.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
 
@@ -20,7 +20,7 @@ export class ElementwiseHost {
     this.tableStage = ctx.scratch();
   }
 
-  rmsNorm(out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number, eps: number, unitOffset: number): void {
+  readonly rmsNorm: typeof rmsNorm = (out, x, weight, rows, dim, eps, unitOffset = 0) => {
     const arena = this.ctx.arena;
     const xAt = arena.addressOf(x);
     const outAt = arena.addressOf(out);
@@ -34,18 +34,9 @@ export class ElementwiseHost {
     }
     this.ctx.checkOpen();
     this.ctx.exports.rmsNorm(outAt, xAt, this.ctx.residentAddress(weight, dim * 4), rows, dim, eps, unitOffset);
-  }
+  };
 
-  rope(
-    x: Float32Array,
-    tokens: number,
-    heads: number,
-    headDim: number,
-    positions: Int32Array,
-    inverseFrequencies: Float64Array,
-    mode: RopeMode,
-    magnitude: number,
-  ): void {
+  readonly rope: typeof applyRope = (x, tokens, heads, headDim, positions, inverseFrequencies, mode, magnitude = 1) => {
     const xAt = this.ctx.arena.addressOf(x);
     if (xAt === undefined) {
       applyRope(x, tokens, heads, headDim, positions, inverseFrequencies, mode, magnitude);
@@ -68,9 +59,9 @@ export class ElementwiseHost {
       this.stagedTable = table;
     }
     this.ctx.exports.rope(xAt, tokens, heads, headDim, this.stagedCos, this.stagedSin, pairs, mode === "neox" ? 1 : 0);
-  }
+  };
 
-  addInPlace(x: Float32Array, y: Float32Array, count: number): void {
+  readonly addInPlace: typeof addInPlace = (x, y, count = x.length) => {
     const arena = this.ctx.arena;
     const xAt = arena.addressOf(x);
     const yAt = arena.addressOf(y);
@@ -82,9 +73,9 @@ export class ElementwiseHost {
     if (x.length < count || y.length < count) throw new InferenceError("INTERNAL", `addInPlace: buffers shorter than ${count}`);
     this.ctx.checkOpen();
     this.ctx.exports.addRepeated(xAt, yAt, count, count);
-  }
+  };
 
-  addBias(x: Float32Array, bias: Float32Array, rows: number): void {
+  readonly addBias: typeof addBias = (x, bias, rows) => {
     const xAt = this.ctx.arena.addressOf(x);
     const dim = bias.length;
     if (xAt === undefined || dim === 0) {
@@ -95,7 +86,7 @@ export class ElementwiseHost {
     if (x.length < rows * dim) throw new InferenceError("INTERNAL", `addBias: buffer too small for [${rows}, ${dim}]`);
     this.ctx.checkOpen();
     this.ctx.exports.addRepeated(xAt, this.ctx.residentAddress(bias, dim * 4), rows * dim, dim);
-  }
+  };
 }
 
 /** Counts the kernels index memory with: non-negative integers (a zero count does nothing). */

@@ -14,7 +14,7 @@
 import { readFile } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
 import type { AttentionKernel, Kernels, WeightMatrix } from "../types.js";
-import type { Activation, RopeMode } from "../ops.js";
+import type { Activation, addBias, addInPlace, applyRope, rmsNorm } from "../ops.js";
 import { SharedArena } from "./arena.js";
 import { AttentionHost } from "./attention-host.js";
 import { KernelContext } from "./context.js";
@@ -166,21 +166,10 @@ class WasmKernels implements Kernels {
     return this.matmuls.prepareMatrix(w);
   }
 
-  rmsNorm(out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number, eps: number, unitOffset: number): void {
-    this.elementwise.rmsNorm(out, x, weight, rows, dim, eps, unitOffset);
-  }
-
-  rope(x: Float32Array, tokens: number, heads: number, headDim: number, positions: Int32Array, inverseFrequencies: Float64Array, mode: RopeMode, magnitude: number): void {
-    this.elementwise.rope(x, tokens, heads, headDim, positions, inverseFrequencies, mode, magnitude);
-  }
-
-  addInPlace(x: Float32Array, y: Float32Array, count: number): void {
-    this.elementwise.addInPlace(x, y, count);
-  }
-
-  addBias(x: Float32Array, bias: Float32Array, rows: number): void {
-    this.elementwise.addBias(x, bias, rows);
-  }
+  readonly rmsNorm: typeof rmsNorm = (...args) => this.elementwise.rmsNorm(...args);
+  readonly rope: typeof applyRope = (...args) => this.elementwise.rope(...args);
+  readonly addInPlace: typeof addInPlace = (...args) => this.elementwise.addInPlace(...args);
+  readonly addBias: typeof addBias = (...args) => this.elementwise.addBias(...args);
 
   readonly attention: AttentionKernel = (out, q, keys, values, params) => this.attentions.attention(out, q, keys, values, params);
 

@@ -63,6 +63,14 @@ function biasAdd(kernels: Kernels, x: Float32Array, bias: Float32Array, rows: nu
   else addBias(x, bias, rows);
 }
 
+/** RoPE of x [tokens, heads, headDim] in place at the batch's positions. */
+function rotate(ctx: ForwardContext, x: Float32Array, heads: number, options: AttentionOptions): void {
+  const { headDim, ropeMode } = ctx.config;
+  const magnitude = options.ropeMagnitude ?? 1;
+  if (ctx.kernels.rope) ctx.kernels.rope(x, ctx.tokens, heads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
+  else applyRope(x, ctx.tokens, heads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
+}
+
 /** RMSNorm of x [rows, dim] with weight [dim] into out (which may be x), with the model's eps and weighting. */
 export function rmsNormRows(kernels: Kernels, config: ModelConfig, out: Float32Array, x: Float32Array, weight: Float32Array, rows: number, dim: number): void {
   if (kernels.rmsNorm) kernels.rmsNorm(out, x, weight, rows, dim, config.rmsEps, config.normUnitOffset);
@@ -120,11 +128,9 @@ export function selfAttention(
 ): Float32Array {
   // A new layer's attention: the scratch buffers of the layer before last are free again.
   ctx.scratch.nextLayer();
-  const { numHeads, numKVHeads, headDim, ropeMode, attentionScale, attentionSoftcap } = ctx.config;
-  const magnitude = options.ropeMagnitude ?? 1;
-  const rope = ctx.kernels.rope?.bind(ctx.kernels) ?? applyRope;
-  rope(q, ctx.tokens, numHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
-  rope(k, ctx.tokens, numKVHeads, headDim, ctx.positions, options.inverseFrequencies, ropeMode, magnitude);
+  const { numHeads, numKVHeads, headDim, attentionScale, attentionSoftcap } = ctx.config;
+  rotate(ctx, q, numHeads, options);
+  rotate(ctx, k, numKVHeads, options);
   const cache = ctx.cache;
   const kvDim = numKVHeads * headDim;
   const keys = cache.keys[layer]!;

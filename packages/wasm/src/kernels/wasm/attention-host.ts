@@ -12,7 +12,7 @@ import { kvBytes } from "../kv-codec.js";
 import { kvEncodingOf, Q8_BLOCK, type AttentionParams, type KVBuffer } from "../types.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
-import { floatToBits, Op } from "./protocol.js";
+import { floatToBits, JobArgs, Op } from "./protocol.js";
 
 export class AttentionHost {
   private readonly qStage: Scratch;
@@ -23,6 +23,7 @@ export class AttentionHost {
   private readonly valueStage: Scratch;
   /** [slots * 2]: per cache slot, the first and last position this call reads (reused across calls). */
   private spans = new Int32Array(0);
+  private readonly args = new JobArgs();
 
   constructor(private readonly ctx: KernelContext) {
     this.qStage = ctx.scratch();
@@ -38,12 +39,11 @@ export class AttentionHost {
     ctx.checkOpen();
     const arena = ctx.arena;
     const { tokens, numHeads, numKVHeads, headDim, slotLength, window } = p;
-    const counts = { tokens, numHeads, numKVHeads, headDim, slotLength };
-    for (const [name, value] of Object.entries(counts)) {
-      if (!Number.isInteger(value) || value < (name === "tokens" ? 0 : 1)) {
-        throw new InferenceError("INTERNAL", `attention: ${name} must be a positive integer, got ${value}`);
-      }
-    }
+    checkCount("tokens", tokens, 0);
+    checkCount("numHeads", numHeads, 1);
+    checkCount("numKVHeads", numKVHeads, 1);
+    checkCount("headDim", headDim, 1);
+    checkCount("slotLength", slotLength, 1);
     if (tokens === 0) return;
     const encoding = kvEncodingOf(keys);
     if (encoding !== kvEncodingOf(values)) {
@@ -88,29 +88,11 @@ export class AttentionHost {
     const scores = this.scores.ensure(scoresStride * ctx.pool.threads);
 
     const work = Math.ceil((visible * numHeads * 2 * rowBytes) / numKVHeads); // bytes of keys and values read
-    ctx.pool.run(
-      Op.ATTENTION,
-      [
-        outAddress,
-        qAddress,
-        keysAddress,
-        valuesAddress,
-        tokenAddress,
-        tokenAddress + tokens * 4,
-        numHeads,
-        numKVHeads,
-        headDim,
-        slotLength,
-        floatToBits(p.scale),
-        window,
-        floatToBits(p.softcap),
-        scores,
-        scoresStride,
-        tokens * numHeads,
-        encoding,
-      ],
-      ctx.threadsFor(work),
-    );
+    const args = this.args.clear().add(outAddress).add(qAddress).add(keysAddress).add(valuesAddress);
+    args.add(tokenAddress).add(tokenAddress + tokens * 4).add(numHeads).add(numKVHeads).add(headDim).add(slotLength);
+    args.add(floatToBits(p.scale)).add(window).add(floatToBits(p.softcap)).add(scores).add(scoresStride);
+    args.add(tokens * numHeads).add(encoding);
+    ctx.pool.run(Op.ATTENTION, args, ctx.threadsFor(work));
     ctx.copyOut(out, outAddress, tokens * width);
   }
 
@@ -139,5 +121,11 @@ export class AttentionHost {
       staged.set(bytes.subarray(from, to), from);
     }
     return address;
+  }
+}
+
+function checkCount(name: string, value: number, least: number): void {
+  if (!Number.isInteger(value) || value < least) {
+    throw new InferenceError("INTERNAL", `attention: ${name} must be a ${least === 0 ? "non-negative" : "positive"} integer, got ${value}`);
   }
 }

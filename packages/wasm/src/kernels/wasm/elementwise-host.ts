@@ -90,8 +90,11 @@ export class ElementwiseHost {
 }
 
 /** Counts the kernels index memory with: non-negative integers (a zero count does nothing). */
-function checkCount(step: string, ...counts: number[]): void {
-  for (const count of counts) {
-    if (!Number.isInteger(count) || count < 0) throw new InferenceError("INTERNAL", `${step}: ${count} is not a count`);
-  }
+function checkCount(step: string, count: number, other = 0): void {
+  const bad = !isCount(count) ? count : !isCount(other) ? other : undefined;
+  if (bad !== undefined) throw new InferenceError("INTERNAL", `${step}: ${bad} is not a count`);
+}
+
+function isCount(value: number): boolean {
+  return Number.isInteger(value) && value >= 0;
 }

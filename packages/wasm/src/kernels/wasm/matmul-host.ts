@@ -10,7 +10,7 @@ import { referenceMatmul } from "../reference.js";
 import { gatedActivation, type Activation } from "../ops.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
-import { MAX_MATRICES, Op } from "./protocol.js";
+import { JobArgs, MAX_MATRICES, Op } from "./protocol.js";
 
 /** Types kernels.wasm reads itself; others go through the reference kernel. */
 const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
@@ -37,6 +37,23 @@ function storedTypeName(type: GgmlType): string {
   return plainTypeOf(type) !== type ? GgmlType[type]! : typeName(type);
 }
 
+/** What of the quantized activations (assembly/quantize.ts) a matrix type reads, as bits. */
+const Needs = {
+  /** The int16 quants and the blocks' scales: every quantized type. */
+  QUANTS: 1,
+  /** The blocks' sums, for the minimums of Q4_K. */
+  SUMS: 2,
+  /** The blocks' quant sums, for Q4_0's -8 offset. */
+  QUANT_SUMS: 4,
+} as const;
+
+function activationNeeds(type: GgmlType): number {
+  if (FLOAT_TYPES.has(type)) return 0;
+  if (type === GgmlType.Q4_K) return Needs.QUANTS | Needs.SUMS;
+  if (type === GgmlType.Q4_0 || type === GgmlType.Q4_0_X4) return Needs.QUANTS | Needs.QUANT_SUMS;
+  return Needs.QUANTS;
+}
+
 /** Types prepareMatrix interleaves by four rows. */
 const INTERLEAVED: ReadonlyMap<GgmlType, GgmlType> = new Map([
   [GgmlType.Q4_0, GgmlType.Q4_0_X4],
@@ -55,9 +72,9 @@ export class MatmulHost {
   private readonly rowDecode: Scratch;
   private readonly gateStage: Scratch;
   private readonly upStage: Scratch;
-  /** Reused for single-matrix calls, so matmul allocates nothing. */
+  /** Reused for single-matrix calls, so matmul allocates nothing (they keep the last call's two references). */
   private readonly single = { outs: [] as Float32Array[], ws: [] as WeightMatrix[] };
-  private readonly args: number[] = [];
+  private readonly args = new JobArgs();
 
   constructor(private readonly ctx: KernelContext) {
     this.xStage = ctx.scratch();
@@ -74,13 +91,7 @@ export class MatmulHost {
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
     this.single.outs[0] = out;
     this.single.ws[0] = w;
-    try {
-      this.matmulMany(this.single.outs, this.single.ws, x, batch);
-    } finally {
-      // Drop the references, so the arrays are not kept alive by the kernels.
-      this.single.ws.length = 0;
-      this.single.outs.length = 0;
-    }
+    this.matmulMany(this.single.outs, this.single.ws, x, batch);
   }
 
   matmulMany(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number): void {
@@ -89,21 +100,28 @@ export class MatmulHost {
       throw new InferenceError("INTERNAL", `matmulMany needs one output per matrix, got ${outs.length} for ${ws.length}`);
     }
     const cols = ws[0]!.cols;
-    let native = 0; // matrices kernels.wasm reads, moved to the front
-    const order: number[] = [];
+    let allNative = true;
     for (let i = 0; i < ws.length; i++) {
       const weightBytes = this.check(outs[i]!, ws[i]!, x, batch, cols);
-      if (this.readsNatively(ws[i]!)) {
-        order.splice(native++, 0, i);
-        this.ctx.residentAddress(ws[i]!.data, weightBytes);
-      } else {
-        order.push(i);
-      }
+      if (this.readsNatively(ws[i]!)) this.ctx.residentAddress(ws[i]!.data, weightBytes);
+      else allNative = false;
+    }
+    if (allNative && ws.length <= MAX_MATRICES) {
+      this.run(outs, ws, x, batch, cols);
+      return;
     }
     // Q4_1, Q5_0, Q5_1, Q5_K: rare in current models; the plain TypeScript kernel reads them.
-    for (let k = native; k < order.length; k++) referenceMatmul(outs[order[k]!]!, ws[order[k]!]!, x, batch);
-    for (let from = 0; from < native; from += MAX_MATRICES) {
-      this.run(outs, ws, order.slice(from, Math.min(native, from + MAX_MATRICES)), x, batch, cols);
+    const picked = ws.map((w, i) => i).filter((i) => this.readsNatively(ws[i]!));
+    for (let i = 0; i < ws.length; i++) if (!this.readsNatively(ws[i]!)) referenceMatmul(outs[i]!, ws[i]!, x, batch);
+    for (let from = 0; from < picked.length; from += MAX_MATRICES) {
+      const some = picked.slice(from, from + MAX_MATRICES);
+      this.run(
+        some.map((i) => outs[i]!),
+        some.map((i) => ws[i]!),
+        x,
+        batch,
+        cols,
+      );
     }
   }
 
@@ -182,19 +200,22 @@ export class MatmulHost {
       gatedActivation(out, gateOut, upOut, count, activation);
       return;
     }
-    const args = this.prepare(x, batch, cols, [gate, up], 2);
+    const args = this.prepare(x, batch, cols, activationNeeds(gate.type) | activationNeeds(up.type), 2);
     const gateAddress = this.gateStage.ensure(count * 4);
     const upAddress = this.upStage.ensure(count * 4);
-    args.push(gate.type, gateAddress, this.ctx.residentAddress(gate.data, gateBytes), rows);
-    args.push(up.type, upAddress, this.ctx.residentAddress(up.data, upBytes), rows);
+    args.add(gate.type).add(gateAddress).add(this.ctx.residentAddress(gate.data, gateBytes)).add(rows);
+    args.add(up.type).add(upAddress).add(this.ctx.residentAddress(up.data, upBytes)).add(rows);
     const outAddress = this.ctx.arena.addressOf(out) ?? this.outStage.ensure(count * 4);
-    args.push(outAddress, activation === "silu" ? 0 : 1);
+    args.add(outAddress).add(activation === "silu" ? 0 : 1);
     this.ctx.pool.run(Op.GATED, args, this.ctx.threadsFor((gateBytes + upBytes) * batch));
     this.ctx.copyOut(out, outAddress, count);
   }
 
-  /** Stages x (and quantizes it when a matrix needs that); returns the job's shared arguments for `count` matrices. */
-  private prepare(x: Float32Array, batch: number, cols: number, ws: readonly WeightMatrix[], count: number): number[] {
+  /**
+   * Stages x and quantizes it as `needs` (activationNeeds of the job's
+   * matrices, or-ed) asks; returns the job's shared arguments for `count` matrices.
+   */
+  private prepare(x: Float32Array, batch: number, cols: number, needs: number, count: number): JobArgs {
     const { exports, pool } = this.ctx;
     const elements = batch * cols;
     const xAddress = this.ctx.floatsIn(x, elements, this.xStage);
@@ -202,39 +223,33 @@ export class MatmulHost {
     let xd = 0;
     let xs = 0;
     let xb = 0;
-    if (ws.some((w) => !FLOAT_TYPES.has(w.type))) {
+    if (needs & Needs.QUANTS) {
       const blocks = elements / ACTIVATION_BLOCK;
       xq = this.xQuants.ensure(elements * 2); // int16
       xd = this.xScales.ensure(blocks * 4);
-      // The per-block sums only the types with a minimum (Q4_K) or an offset (Q4_0) read; 0: not written.
-      if (ws.some((w) => w.type === GgmlType.Q4_K)) xs = this.xSums.ensure(blocks * 4);
-      if (ws.some((w) => w.type === GgmlType.Q4_0 || w.type === GgmlType.Q4_0_X4)) xb = this.xQuantSums.ensure(blocks * 4);
+      // The per-block sums only the types that read them get; 0: not written.
+      if (needs & Needs.SUMS) xs = this.xSums.ensure(blocks * 4);
+      if (needs & Needs.QUANT_SUMS) xb = this.xQuantSums.ensure(blocks * 4);
       exports.quantizeActivations(xAddress, batch, cols, xq, xd, xs, xb);
     }
     // With batch > 1 each thread decodes a row at a time into its own slice of this scratch.
     const scratchStride = batch > 1 ? Math.ceil(exports.decodeScratchBytes(cols) / 64) * 64 : 0;
     const scratch = batch > 1 ? this.rowDecode.ensure(scratchStride * pool.threads) : 0;
-    const args = this.args;
-    args.length = 0;
-    args.push(cols, xAddress, xq, xd, xs, xb, batch, scratch, scratchStride, count);
-    return args;
+    return this.args.clear().add(cols).add(xAddress).add(xq).add(xd).add(xs).add(xb).add(batch).add(scratch).add(scratchStride).add(count);
   }
 
-  private run(outs: readonly Float32Array[], ws: readonly WeightMatrix[], picked: number[], x: Float32Array, batch: number, cols: number): void {
+  /** One MATMUL job for up to MAX_MATRICES matrices that kernels.wasm reads, sharing the input x. */
+  private run(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number, cols: number): void {
     const arena = this.ctx.arena;
-    const args = this.prepare(
-      x,
-      batch,
-      cols,
-      picked.map((i) => ws[i]!),
-      picked.length,
-    );
+    let needs = 0;
+    for (const w of ws) needs |= activationNeeds(w.type);
+    const args = this.prepare(x, batch, cols, needs, ws.length);
     // Outputs not already in the arena get consecutive slices of one staging buffer.
     let staged = 0;
-    for (const i of picked) if (arena.addressOf(outs[i]!) === undefined) staged += batch * ws[i]!.rows;
+    for (let i = 0; i < ws.length; i++) if (arena.addressOf(outs[i]!) === undefined) staged += batch * ws[i]!.rows;
     let next = staged > 0 ? this.outStage.ensure(staged * 4) : 0;
     let bytes = 0;
-    for (const i of picked) {
+    for (let i = 0; i < ws.length; i++) {
       const w = ws[i]!;
       const weightBytes = storedRowBytes(w.type, cols) * w.rows;
       bytes += weightBytes * batch;
@@ -243,12 +258,9 @@ export class MatmulHost {
         outAddress = next;
         next += batch * w.rows * 4;
       }
-      args.push(w.type, outAddress, this.ctx.residentAddress(w.data, weightBytes), w.rows);
+      args.add(w.type).add(outAddress).add(this.ctx.residentAddress(w.data, weightBytes)).add(w.rows);
     }
     this.ctx.pool.run(Op.MATMUL, args, this.ctx.threadsFor(bytes));
-    for (let k = 0; k < picked.length; k++) {
-      const i = picked[k]!;
-      this.ctx.copyOut(outs[i]!, args[11 + 4 * k]! >>> 0, batch * ws[i]!.rows);
-    }
+    for (let i = 0; i < ws.length; i++) this.ctx.copyOut(outs[i]!, args.values[11 + 4 * i]! >>> 0, batch * ws[i]!.rows);
   }
 }

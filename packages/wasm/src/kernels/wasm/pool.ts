@@ -9,6 +9,7 @@ import { Worker } from "node:worker_threads";
 import { InferenceError } from "@infer/core";
 import {
   CONTROL_INTS,
+  JobArgs,
   MAX_THREADS,
   nextTicket,
   runShare,
@@ -78,16 +79,17 @@ export class WorkerPool {
   }
 
   /**
-   * Runs the job whose OP and arguments the caller wrote into the control block
-   * (`args`, from Slot.ARGS) on `threads` threads and returns when all are done.
+   * Runs job `op` with its arguments (`args`, written to the control block from
+   * Slot.ARGS) on `threads` threads and returns when all are done.
    */
-  run(op: number, args: readonly number[], threads: number): void {
+  run(op: number, args: JobArgs | readonly number[], threads: number): void {
     if (this.disposed) throw new InferenceError("CLOSED", "the WebAssembly kernels are disposed");
     if (this.broken) throw new InferenceError("INTERNAL", "a kernel worker thread failed", { cause: this.broken });
     const control = this.control;
     const active = Math.min(Math.max(1, threads), this.threads);
     control[Slot.OP] = op;
-    for (let i = 0; i < args.length; i++) control[Slot.ARGS + i] = args[i]! | 0;
+    const values = args instanceof JobArgs ? args.values : args;
+    for (let i = 0; i < args.length; i++) control[Slot.ARGS + i] = values[i]! | 0;
     Atomics.store(control, Slot.FAILED, 0);
     Atomics.store(control, Slot.CURSOR, 0);
     Atomics.store(control, Slot.PENDING, active - 1);

@@ -84,6 +84,29 @@ export const Slot = {
 export const CONTROL_INTS = 64;
 export const CONTROL_BYTES = CONTROL_INTS * 4;
 
+/**
+ * A job's arguments for WorkerPool.run, written in order into one reused
+ * buffer: the host halves make a kernel call per step of a decode, and an
+ * argument array per call was most of what a token allocated.
+ */
+export class JobArgs {
+  readonly values = new Int32Array(CONTROL_INTS - Slot.ARGS);
+  length = 0;
+
+  /** Starts the next job's arguments. */
+  clear(): this {
+    this.length = 0;
+    return this;
+  }
+
+  /** Appends one argument (an int32, or an address, which the kernels read as unsigned). */
+  add(value: number): this {
+    if (this.length === this.values.length) throw new Error(`a kernel job takes at most ${this.values.length} arguments`);
+    this.values[this.length++] = value;
+    return this;
+  }
+}
+
 /** Matrices one MATMUL job can carry (the control block's size bounds it). */
 export const MAX_MATRICES = 8;
 
@@ -151,7 +174,12 @@ export const SPIN_LIMIT = 20000;
 
 /** Thread `index` of `threads` runs rows [start, end) of `rows`: contiguous, as even as can be. */
 export function shareOf(rows: number, index: number, threads: number): [number, number] {
-  return [Math.floor((rows * index) / threads), Math.floor((rows * (index + 1)) / threads)];
+  return [shareStart(rows, index, threads), shareStart(rows, index + 1, threads)];
+}
+
+/** The first row of thread `index`'s share (`shareOf`), and the end of thread `index - 1`'s. */
+function shareStart(rows: number, index: number, threads: number): number {
+  return Math.floor((rows * index) / threads);
 }
 
 export const MAX_THREADS = 255;
@@ -194,23 +222,51 @@ function claimRows(total: number, threads: number): number {
   return Math.max(4, Math.floor(total / (threads * 16)) & ~3);
 }
 
+/** Rows [start, end) of a job (of the matrices' rows end to end) on thread `index`. */
+type RowsWork = (exports: KernelExports, control: Int32Array, index: number, start: number, end: number) => void;
+
 /**
- * Calls `work(start, end)` on this thread's rows of `total`: for a batch (prefill),
+ * Calls `work` on this thread's rows of `total`: for a batch (prefill),
  * chunks claimed from Slot.CURSOR while any are left, since there each chunk is
  * long and threads on shared cores run at uneven speeds; for one activation row
  * (decode), the contiguous share `shareOf` gives, as there a job is a few
- * microseconds and a claim per chunk measured slower.
+ * microseconds and a claim per chunk measured slower. (`work` is a plain
+ * function of the control block, not a closure: a decode step makes ~150 of
+ * these calls, and nothing in them allocates.)
  */
-function forEachShare(control: Int32Array, index: number, threads: number, total: number, work: (start: number, end: number) => void): void {
+function forEachShare(exports: KernelExports, control: Int32Array, index: number, threads: number, total: number, work: RowsWork): void {
   if (threads > 1 && control[Slot.ARGS + 6]! > 1) {
     const chunk = claimRows(total, threads);
     for (let start = Atomics.add(control, Slot.CURSOR, chunk); start < total; start = Atomics.add(control, Slot.CURSOR, chunk)) {
-      work(start, Math.min(total, start + chunk));
+      work(exports, control, index, start, Math.min(total, start + chunk));
     }
     return;
   }
-  const [start, end] = shareOf(total, index, threads);
-  if (start < end) work(start, end);
+  const start = shareStart(total, index, threads);
+  const end = shareStart(total, index + 1, threads);
+  if (start < end) work(exports, control, index, start, end);
+}
+
+/** MATMUL: rows [start, end) of the job's matrices taken end to end. */
+function matmulJoinedRows(exports: KernelExports, control: Int32Array, index: number, start: number, end: number): void {
+  const a = Slot.ARGS;
+  const count = control[a + 9]!;
+  let first = 0; // first row of matrix m in the joined rows
+  for (let m = 0; m < count && first < end; m++) {
+    const rows = control[a + 13 + 4 * m]!;
+    const from = Math.max(start, first) - first;
+    const to = Math.min(end, first + rows) - first;
+    if (from < to) matmulRows(exports, control, index, m, from, to);
+    first += rows;
+  }
+}
+
+/** GATED: rows [start, end) of gate and up, then the activation of those rows. */
+function gatedRows(exports: KernelExports, control: Int32Array, index: number, start: number, end: number): void {
+  const a = Slot.ARGS;
+  matmulRows(exports, control, index, 0, start, end);
+  matmulRows(exports, control, index, 1, start, end);
+  exports.gatedActivation(control[a + 18]! >>> 0, control[a + 11]! >>> 0, control[a + 15]! >>> 0, control[a + 13]!, control[a + 6]!, start, end, control[a + 19]!);
 }
 
 /** Runs thread `index`'s share (of `threads`) of the job in the control block. */
@@ -221,28 +277,12 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
       const count = control[a + 9]!;
       let total = 0;
       for (let m = 0; m < count; m++) total += control[a + 13 + 4 * m]!;
-      forEachShare(control, index, threads, total, (start, end) => {
-        let first = 0; // first row of matrix m in the joined rows
-        for (let m = 0; m < count && first < end; m++) {
-          const rows = control[a + 13 + 4 * m]!;
-          const from = Math.max(start, first) - first;
-          const to = Math.min(end, first + rows) - first;
-          if (from < to) matmulRows(exports, control, index, m, from, to);
-          first += rows;
-        }
-      });
+      forEachShare(exports, control, index, threads, total, matmulJoinedRows);
       return;
     }
-    case Op.GATED: {
-      const rows = control[a + 13]!;
-      const out = control[a + 18]! >>> 0;
-      forEachShare(control, index, threads, rows, (start, end) => {
-        matmulRows(exports, control, index, 0, start, end);
-        matmulRows(exports, control, index, 1, start, end);
-        exports.gatedActivation(out, control[a + 11]! >>> 0, control[a + 15]! >>> 0, rows, control[a + 6]!, start, end, control[a + 19]!);
-      });
+    case Op.GATED:
+      forEachShare(exports, control, index, threads, control[a + 13]!, gatedRows);
       return;
-    }
     case Op.ATTENTION: {
       // Items interleaved across threads (index, index + threads, ...): causal
       // attention's later tokens read more positions, so contiguous shares would not balance.

@@ -264,7 +264,44 @@ function upperHalves(bits: v128, high: bool): v128 {
     : i8x16.shuffle(zero, bits, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
 }
 
+/**
+ * F16 row · f32 x. Each half is rebuilt as a float32 in four instructions (see
+ * finiteHalves), which holds for every half but infinities and NaNs; the row's
+ * largest magnitude is tracked on the side, and a row that holds one of those
+ * is computed again with the full conversion (dotF16Exact). Same bits either way.
+ */
 export function dotF16(w: usize, x: usize, cols: i32): f32 {
+  let acc0 = f32x4.splat(0);
+  let acc1 = f32x4.splat(0);
+  let largest = i16x8.splat(0);
+  const start = w;
+  let c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    const bits = v128.load(w);
+    largest = i16x8.max_u(largest, v128.and(bits, i16x8.splat(0x7fff)));
+    acc0 = f32x4.add(acc0, f32x4.mul(finiteHalves(upperHalves(bits, false)), v128.load(x, 0)));
+    acc1 = f32x4.add(acc1, f32x4.mul(finiteHalves(upperHalves(bits, true)), v128.load(x, 16)));
+    w += 16;
+    x += 32;
+  }
+  // Exponent 31 somewhere in the row: an infinity or NaN, which finiteHalves does not give.
+  if (i16x8.bitmask(i16x8.ge_u(largest, i16x8.splat(0x7c00))) != 0) return dotF16Exact(start, x - <usize>c * 4, cols);
+  return addHalvesTail(horizontalSum(f32x4.add(acc0, acc1)), w, x, cols - c);
+}
+
+/**
+ * Four finite halves, each in the upper 16 bits of a 32-bit lane, as float32:
+ * shifted right by 3 (arithmetic) the exponent and mantissa land in float32
+ * position and the sign stays in bit 31, copied into bits 28-30, which the mask
+ * clears; that float is the half times 2^-112 (subnormals included), and
+ * scaling by 2^112 is exact.
+ */
+function finiteHalves(upper: v128): v128 {
+  return f32x4.mul(v128.and(i32x4.shr_s(upper, 3), i32x4.splat(0x8fffffff)), f32x4.splat(HALF_TO_FLOAT_SCALE));
+}
+
+/** dotF16 with every half converted exactly, infinities and NaNs included. */
+function dotF16Exact(w: usize, x: usize, cols: i32): f32 {
   let acc0 = f32x4.splat(0);
   let acc1 = f32x4.splat(0);
   const scale = f32x4.splat(HALF_TO_FLOAT_SCALE);
@@ -286,8 +323,12 @@ export function dotF16(w: usize, x: usize, cols: i32): f32 {
     w += 16;
     x += 32;
   }
-  let sum = horizontalSum(f32x4.add(acc0, acc1));
-  for (; c < cols; c++) {
+  return addHalvesTail(horizontalSum(f32x4.add(acc0, acc1)), w, x, cols - c);
+}
+
+/** sum + the last `count` (below 8) halves at w times the floats at x, one at a time. */
+function addHalvesTail(sum: f32, w: usize, x: usize, count: i32): f32 {
+  for (let c = 0; c < count; c++) {
     sum += halfToFloat(<u32>load<u16>(w)) * load<f32>(x);
     w += 2;
     x += 4;

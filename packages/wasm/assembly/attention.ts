@@ -1,13 +1,18 @@
-// Causal attention over a KV cache held in the shared memory, for query
-// heads [itemStart, itemEnd) of the batch (item = token * numHeads + head), so
-// threads split the batch's heads. Layouts as AttentionKernel in
+// Causal attention over a KV cache held in the shared memory, for the batch's
+// (token, KV head) items [itemStart, itemEnd) (item = token * numKVHeads +
+// kvHead, each with the query heads that share the KV head), so threads split
+// the batch's KV heads. Layouts as AttentionKernel in
 // src/kernels/types.ts: q, out: [tokens, numHeads * headDim] f32; keys, values:
 // [slots, slotLength, numKVHeads * headDim] in the encoding kvEncoding names
 // (0 f32, 1 f16 bits, 2 Q8_0 blocks of 32 along each position's row: f16 scale,
 // 32 int8); positions, seqIds: [tokens] i32.
 // Dot products and the weighted sum of values run in f32x4 (halves and int8
 // widened to f32 four at a time), f32 keys and values four positions per pass;
-// the softmax in f32x4 too, with a polynomial exponential (exp4).
+// the softmax in f32x4 too, with a polynomial exponential (exp4). A group's
+// query heads take each block of 64 positions in turn, so the block is read
+// from memory once and from the L1 cache by the rest (SmolLM2's shape: decode
+// at 1000 positions 1.3 x, as one query head at a time reread its KV head's
+// 1.5 MB per layer from beyond the L2 cache).
 
 import { horizontalSum } from "./dot";
 import { exp4 } from "./exp";
@@ -93,17 +98,20 @@ function dotKey<T>(q: usize, k: usize, count: i32): f32 {
 }
 
 /**
- * out[0..count) = sum over n positions of weights[j] * (the cached row at
- * v + j * stride): a chunk of 16 (then 4) output floats stays in registers
- * across all positions, so out is written once.
+ * out[0..count) += sum over n positions of weights[j] * (the cached row at
+ * v + j * stride), in position order: a chunk of 16 (then 4) output floats
+ * stays in registers across the n positions, so out is read and written once.
+ * Called block after block of positions, the running sums continue exactly as
+ * one call over all of them would.
  */
-function weightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, n: i32, count: i32): void {
+function addWeightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, n: i32, count: i32): void {
   let d = 0;
   for (; d + 16 <= count; d += 16) {
-    let a0 = f32x4.splat(0);
-    let a1 = f32x4.splat(0);
-    let a2 = f32x4.splat(0);
-    let a3 = f32x4.splat(0);
+    const at = out + (<usize>d << 2);
+    let a0 = v128.load(at, 0);
+    let a1 = v128.load(at, 16);
+    let a2 = v128.load(at, 32);
+    let a3 = v128.load(at, 48);
     let row = v + <usize>d * sizeof<T>();
     const e = 4 * sizeof<T>(); // bytes of four elements
     for (let j = 0; j < n; j++) {
@@ -114,29 +122,30 @@ function weightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, n: 
       a3 = f32x4.add(a3, f32x4.mul(w, load4<T>(row + 3 * e)));
       row += stride;
     }
-    const at = out + (<usize>d << 2);
     v128.store(at, a0, 0);
     v128.store(at, a1, 16);
     v128.store(at, a2, 32);
     v128.store(at, a3, 48);
   }
   for (; d + 4 <= count; d += 4) {
-    let a0 = f32x4.splat(0);
+    const at = out + (<usize>d << 2);
+    let a0 = v128.load(at);
     let row = v + <usize>d * sizeof<T>();
     for (let j = 0; j < n; j++) {
       a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(weights + (<usize>j << 2)), load4<T>(row)));
       row += stride;
     }
-    v128.store(out + (<usize>d << 2), a0);
+    v128.store(at, a0);
   }
   for (; d < count; d++) {
-    let sum: f32 = 0;
+    const at = out + (<usize>d << 2);
+    let sum = load<f32>(at);
     let row = v + <usize>d * sizeof<T>();
     for (let j = 0; j < n; j++) {
       sum += load<f32>(weights + (<usize>j << 2)) * load1<T>(row);
       row += stride;
     }
-    store<f32>(out + (<usize>d << 2), sum);
+    store<f32>(at, sum);
   }
 }
 
@@ -189,8 +198,17 @@ function softmaxInPlace(scores: usize, n: i32): void {
 }
 
 /**
- * scores: this thread's scratch of slotLength f32. Items are taken
- * itemStart, itemStart + itemStep, ... below itemEnd: threads interleave
+ * Positions per block of the f32 / f16 passes: one block's keys or values of a
+ * KV head (64 x headDim elements) stay in the L1 cache while every query head
+ * of its group reads them, so the cache is read from memory once per token.
+ */
+const POSITION_BLOCK = 64;
+
+/**
+ * Items are (token, KV head) pairs, item = token * numKVHeads + kvHead: each
+ * computes the query heads that share the KV head (numHeads / numKVHeads of
+ * them). scores: this thread's scratch of group * slotLength f32. Items are
+ * taken itemStart, itemStart + itemStep, ... below itemEnd: threads interleave
  * their items, so each gets as many early (short) as late (long) positions.
  */
 export function attention(
@@ -220,38 +238,59 @@ export function attention(
   const kvStride: usize = q8 ? <usize>(kvDim / Q8_BLOCK) * Q8_BLOCK_BYTES : <usize>kvDim * (kvEncoding == 1 ? 2 : 4);
   const headBytes = <usize>headDim * 4; // of q and out
   const kvHeadBytes: usize = q8 ? 0 : <usize>headDim * (kvEncoding == 1 ? 2 : 4);
+  const scoresBytes = <usize>slotLength * 4; // one query head's scores
   for (let item = itemStart; item < itemEnd; item += itemStep) {
-    const t = item / numHeads;
-    const h = item % numHeads;
+    const t = item / numKVHeads;
+    const kvHead = item % numKVHeads;
     const position = load<i32>(positions + (<usize>t << 2));
     const slot = load<i32>(seqIds + (<usize>t << 2));
     const first = window > 0 ? max(0, position - window + 1) : 0;
     const n = position - first + 1;
-    const qRow = q + <usize>item * headBytes;
-    const outRow = out + <usize>item * headBytes;
-    const kvHead = h / group;
+    // The group's query heads are consecutive: heads kvHead * group .. + group - 1.
+    const qRows = q + (<usize>t * <usize>numHeads + <usize>kvHead * <usize>group) * headBytes;
+    const outRows = out + (<usize>t * <usize>numHeads + <usize>kvHead * <usize>group) * headBytes;
     const headOffset = <usize>kvHead * kvHeadBytes;
     const headStart = kvHead * headDim; // element of the row where this KV head starts (Q8_0)
     const slotKeys = keys + (<usize>slot * <usize>slotLength + <usize>first) * kvStride + headOffset;
     const slotValues = values + (<usize>slot * <usize>slotLength + <usize>first) * kvStride + headOffset;
 
-    if (q8) {
-      for (let j = 0; j < n; j++) store<f32>(scores + (<usize>j << 2), dotQ8(qRow, slotKeys + <usize>j * kvStride, headStart, headDim) * scale);
-    } else if (kvEncoding == 1) scoreKeys<u16>(scores, qRow, slotKeys, kvStride, n, headDim, scale);
-    else scoreKeys<f32>(scores, qRow, slotKeys, kvStride, n, headDim, scale);
-    if (softcap > 0) {
-      for (let j = 0; j < n; j++) {
-        const at = scores + (<usize>j << 2);
-        store<f32>(at, <f32>(<f64>softcap * Math.tanh(<f64>load<f32>(at) / <f64>softcap)));
+    // Scores of every query head of the group, a block of positions at a time.
+    for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
+      const count = min(POSITION_BLOCK, n - j0);
+      const blockKeys = slotKeys + <usize>j0 * kvStride;
+      for (let h = 0; h < group; h++) {
+        const qRow = qRows + <usize>h * headBytes;
+        const headScores = scores + <usize>h * scoresBytes + (<usize>j0 << 2);
+        if (q8) {
+          for (let j = 0; j < count; j++) store<f32>(headScores + (<usize>j << 2), dotQ8(qRow, blockKeys + <usize>j * kvStride, headStart, headDim) * scale);
+        } else if (kvEncoding == 1) scoreKeys<u16>(headScores, qRow, blockKeys, kvStride, count, headDim, scale);
+        else scoreKeys<f32>(headScores, qRow, blockKeys, kvStride, count, headDim, scale);
       }
     }
-    softmaxInPlace(scores, n);
-    if (!q8) {
-      if (kvEncoding == 1) weightedSum<u16>(outRow, scores, slotValues, kvStride, n, headDim);
-      else weightedSum<f32>(outRow, scores, slotValues, kvStride, n, headDim);
-      continue;
+    for (let h = 0; h < group; h++) {
+      const headScores = scores + <usize>h * scoresBytes;
+      if (softcap > 0) {
+        for (let j = 0; j < n; j++) {
+          const at = headScores + (<usize>j << 2);
+          store<f32>(at, <f32>(<f64>softcap * Math.tanh(<f64>load<f32>(at) / <f64>softcap)));
+        }
+      }
+      softmaxInPlace(headScores, n);
     }
-    memory.fill(outRow, 0, headBytes);
-    for (let j = 0; j < n; j++) addScaledQ8(outRow, slotValues + <usize>j * kvStride, headStart, load<f32>(scores + (<usize>j << 2)), headDim);
+    // The weighted sums of the values, a block of positions at a time, each head's running sums
+    // continuing from block to block.
+    memory.fill(outRows, 0, <usize>group * headBytes);
+    for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
+      const count = min(POSITION_BLOCK, n - j0);
+      const blockValues = slotValues + <usize>j0 * kvStride;
+      for (let h = 0; h < group; h++) {
+        const outRow = outRows + <usize>h * headBytes;
+        const weights = scores + <usize>h * scoresBytes + (<usize>j0 << 2);
+        if (q8) {
+          for (let j = 0; j < count; j++) addScaledQ8(outRow, blockValues + <usize>j * kvStride, headStart, load<f32>(weights + (<usize>j << 2)), headDim);
+        } else if (kvEncoding == 1) addWeightedSum<u16>(outRow, weights, blockValues, kvStride, count, headDim);
+        else addWeightedSum<f32>(outRow, weights, blockValues, kvStride, count, headDim);
+      }
+    }
   }
 }

@@ -23,6 +23,10 @@ const SHAPES: Shape[] = [
   { numHeads: 8, numKVHeads: 2, headDim: 64, slots: 2, slotLength: 24, window: 0, softcap: 0 },
   { numHeads: 3, numKVHeads: 3, headDim: 36, slots: 3, slotLength: 17, window: 5, softcap: 0 },
   { numHeads: 4, numKVHeads: 1, headDim: 8, slots: 1, slotLength: 40, window: 0, softcap: 30 },
+  // Past the kernel's 64-position blocks: slot 1's token reads 150 positions (blocks of 64, 64, 22),
+  // slot 2's a window of 100 crossing a block edge; three query heads share each KV head.
+  { numHeads: 6, numKVHeads: 2, headDim: 20, slots: 3, slotLength: 151, window: 0, softcap: 0 },
+  { numHeads: 6, numKVHeads: 2, headDim: 20, slots: 3, slotLength: 151, window: 100, softcap: 0 },
 ];
 
 /** A batch: 5 prefill tokens of slot 0 at positions 3..7, and one decode token per other slot. */

@@ -1,7 +1,7 @@
 /**
- * The host half of attention: runs kernels.wasm's attention, query heads of
- * the batch split across threads. A KV cache in the arena (`allocate`) is read
- * in place. A cache elsewhere has the positions this call reads (per slot, the
+ * The host half of attention: runs kernels.wasm's attention, the batch's
+ * (token, KV head) pairs split across threads, each with the query heads that
+ * share its KV head. A KV cache in the arena (`allocate`) is read in place. A cache elsewhere has the positions this call reads (per slot, the
  * span from the earliest visible to the latest position) copied into a
  * staging copy first: a plain copy at memory speed, much cheaper than the
  * float64 reference attention it replaces, though reading in place is best.
@@ -84,14 +84,16 @@ export class AttentionHost {
     tokenInts.set(p.positions.subarray(0, tokens));
     tokenInts.set(p.seqIds.subarray(0, tokens), tokens);
     const outAddress = arena.addressOf(out) ?? this.outStage.ensure(tokens * width * 4);
-    const scoresStride = Math.ceil((slotLength * 4) / 64) * 64; // f32 per position
+    // Per thread: f32 scores per position for each query head of a KV head's group.
+    const scoresStride = Math.ceil((slotLength * 4 * (numHeads / numKVHeads)) / 64) * 64;
     const scores = this.scores.ensure(scoresStride * ctx.pool.threads);
 
-    const work = Math.ceil((visible * numHeads * 2 * rowBytes) / numKVHeads); // bytes of keys and values read
+    // Bytes of keys and values the query heads consume (each group reads its KV head's from memory once).
+    const work = Math.ceil((visible * numHeads * 2 * rowBytes) / numKVHeads);
     const args = this.args.clear().add(outAddress).add(qAddress).add(keysAddress).add(valuesAddress);
     args.add(tokenAddress).add(tokenAddress + tokens * 4).add(numHeads).add(numKVHeads).add(headDim).add(slotLength);
     args.add(floatToBits(p.scale)).add(window).add(floatToBits(p.softcap)).add(scores).add(scoresStride);
-    args.add(tokens * numHeads).add(encoding);
+    args.add(tokens * numKVHeads).add(encoding);
     ctx.pool.run(Op.ATTENTION, args, ctx.threadsFor(work));
     ctx.copyOut(out, outAddress, tokens * width);
   }

@@ -121,8 +121,8 @@ export const Op = {
   /**
    * args: out, q, keys, values, positions, seqIds, numHeads, numKVHeads, headDim,
    * slotLength, scale (float bits), window, softcap (float bits), scores, scoresStride,
-   * items, kvEncoding (0 f32, 1 f16, 2 Q8_0; see KVBuffer) — items (token x head) split across threads;
-   * thread i's scratch at scores + i * scoresStride.
+   * items, kvEncoding (0 f32, 1 f16, 2 Q8_0; see KVBuffer) — items (token x KV head, each with
+   * the query heads that share it) split across threads; thread i's scratch at scores + i * scoresStride.
    */
   ATTENTION: 2,
   /**

@@ -17,7 +17,7 @@
 import { horizontalSum } from "./dot";
 import { exp4 } from "./exp";
 import { halfToFloat } from "./half";
-import { dotRows4, load1, load4 } from "./tile";
+import { dotRows4, load1, load4, sumLanes4f } from "./tile";
 
 const Q8_BLOCK: i32 = 32;
 const Q8_BLOCK_BYTES: usize = 34;
@@ -149,6 +149,118 @@ function addWeightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, 
   }
 }
 
+/**
+ * addWeightedSum for two query heads at once (weights0 into out0, weights1 into
+ * out1) over the same values: each value vector loaded feeds both, and the two
+ * heads' eight running sums are independent chains. Per head the arithmetic of
+ * addWeightedSum, so the same bits.
+ */
+function addWeightedSumPair<T>(out0: usize, out1: usize, weights0: usize, weights1: usize, v: usize, stride: usize, n: i32, count: i32): void {
+  let d = 0;
+  for (; d + 16 <= count; d += 16) {
+    const at0 = out0 + (<usize>d << 2);
+    const at1 = out1 + (<usize>d << 2);
+    let a0 = v128.load(at0, 0);
+    let a1 = v128.load(at0, 16);
+    let a2 = v128.load(at0, 32);
+    let a3 = v128.load(at0, 48);
+    let b0 = v128.load(at1, 0);
+    let b1 = v128.load(at1, 16);
+    let b2 = v128.load(at1, 32);
+    let b3 = v128.load(at1, 48);
+    let row = v + <usize>d * sizeof<T>();
+    const e = 4 * sizeof<T>(); // bytes of four elements
+    for (let j = 0; j < n; j++) {
+      const wa = v128.load32_splat(weights0 + (<usize>j << 2));
+      const wb = v128.load32_splat(weights1 + (<usize>j << 2));
+      const r0 = load4<T>(row);
+      const r1 = load4<T>(row + e);
+      const r2 = load4<T>(row + 2 * e);
+      const r3 = load4<T>(row + 3 * e);
+      a0 = f32x4.add(a0, f32x4.mul(wa, r0));
+      b0 = f32x4.add(b0, f32x4.mul(wb, r0));
+      a1 = f32x4.add(a1, f32x4.mul(wa, r1));
+      b1 = f32x4.add(b1, f32x4.mul(wb, r1));
+      a2 = f32x4.add(a2, f32x4.mul(wa, r2));
+      b2 = f32x4.add(b2, f32x4.mul(wb, r2));
+      a3 = f32x4.add(a3, f32x4.mul(wa, r3));
+      b3 = f32x4.add(b3, f32x4.mul(wb, r3));
+      row += stride;
+    }
+    v128.store(at0, a0, 0);
+    v128.store(at0, a1, 16);
+    v128.store(at0, a2, 32);
+    v128.store(at0, a3, 48);
+    v128.store(at1, b0, 0);
+    v128.store(at1, b1, 16);
+    v128.store(at1, b2, 32);
+    v128.store(at1, b3, 48);
+  }
+  // The last count % 16 elements one head at a time (each element's sum is its own).
+  const rest = v + <usize>d * sizeof<T>();
+  addWeightedSum<T>(out0 + (<usize>d << 2), weights0, rest, stride, n, count - d);
+  addWeightedSum<T>(out1 + (<usize>d << 2), weights1, rest, stride, n, count - d);
+}
+
+/**
+ * scoreKeys for two query rows at once (q0 into scores0, q1 into scores1) over
+ * the same keys: each key vector loaded feeds both. Per query the arithmetic of
+ * scoreKeys, so the same bits.
+ */
+function scoreKeysPair<T>(scores0: usize, scores1: usize, q0: usize, q1: usize, keys: usize, stride: usize, n: i32, headDim: i32, scale: f32): void {
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const k0 = keys + <usize>j * stride;
+    const k1 = k0 + stride;
+    const k2 = k1 + stride;
+    const k3 = k2 + stride;
+    let a0 = f32x4.splat(0);
+    let a1 = a0;
+    let a2 = a0;
+    let a3 = a0;
+    let b0 = a0;
+    let b1 = a0;
+    let b2 = a0;
+    let b3 = a0;
+    let i = 0;
+    for (; i + 4 <= headDim; i += 4) {
+      const o = <usize>i * sizeof<T>();
+      const x = v128.load(q0 + (<usize>i << 2));
+      const y = v128.load(q1 + (<usize>i << 2));
+      const r0 = load4<T>(k0 + o);
+      const r1 = load4<T>(k1 + o);
+      const r2 = load4<T>(k2 + o);
+      const r3 = load4<T>(k3 + o);
+      a0 = f32x4.add(a0, f32x4.mul(x, r0));
+      b0 = f32x4.add(b0, f32x4.mul(y, r0));
+      a1 = f32x4.add(a1, f32x4.mul(x, r1));
+      b1 = f32x4.add(b1, f32x4.mul(y, r1));
+      a2 = f32x4.add(a2, f32x4.mul(x, r2));
+      b2 = f32x4.add(b2, f32x4.mul(y, r2));
+      a3 = f32x4.add(a3, f32x4.mul(x, r3));
+      b3 = f32x4.add(b3, f32x4.mul(y, r3));
+    }
+    let sums0 = sumLanes4f(a0, a1, a2, a3);
+    let sums1 = sumLanes4f(b0, b1, b2, b3);
+    for (; i < headDim; i++) {
+      const o = <usize>i * sizeof<T>();
+      let k = f32x4.splat(load1<T>(k0 + o));
+      k = f32x4.replace_lane(k, 1, load1<T>(k1 + o));
+      k = f32x4.replace_lane(k, 2, load1<T>(k2 + o));
+      k = f32x4.replace_lane(k, 3, load1<T>(k3 + o));
+      sums0 = f32x4.add(sums0, f32x4.mul(f32x4.splat(load<f32>(q0 + (<usize>i << 2))), k));
+      sums1 = f32x4.add(sums1, f32x4.mul(f32x4.splat(load<f32>(q1 + (<usize>i << 2))), k));
+    }
+    v128.store(scores0 + (<usize>j << 2), f32x4.mul(sums0, f32x4.splat(scale)));
+    v128.store(scores1 + (<usize>j << 2), f32x4.mul(sums1, f32x4.splat(scale)));
+  }
+  for (; j < n; j++) {
+    const k = keys + <usize>j * stride;
+    store<f32>(scores0 + (<usize>j << 2), dotKey<T>(q0, k, headDim) * scale);
+    store<f32>(scores1 + (<usize>j << 2), dotKey<T>(q1, k, headDim) * scale);
+  }
+}
+
 /** Scores of the n cached keys from `keys` for one query row, scaled, into scores[0..n) (f32). */
 function scoreKeys<T>(scores: usize, q: usize, keys: usize, stride: usize, n: i32, headDim: i32, scale: f32): void {
   let j = 0;
@@ -258,13 +370,22 @@ export function attention(
     for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
       const count = min(POSITION_BLOCK, n - j0);
       const blockKeys = slotKeys + <usize>j0 * kvStride;
-      for (let h = 0; h < group; h++) {
+      // Query heads two at a time where the cache is f32 or f16 (each key vector then feeds both).
+      for (let h = 0; h < group; ) {
         const qRow = qRows + <usize>h * headBytes;
         const headScores = scores + <usize>h * scoresBytes + (<usize>j0 << 2);
+        if (!q8 && h + 1 < group) {
+          const nextScores = headScores + scoresBytes;
+          if (kvEncoding == 1) scoreKeysPair<u16>(headScores, nextScores, qRow, qRow + headBytes, blockKeys, kvStride, count, headDim, scale);
+          else scoreKeysPair<f32>(headScores, nextScores, qRow, qRow + headBytes, blockKeys, kvStride, count, headDim, scale);
+          h += 2;
+          continue;
+        }
         if (q8) {
           for (let j = 0; j < count; j++) store<f32>(headScores + (<usize>j << 2), dotQ8(qRow, blockKeys + <usize>j * kvStride, headStart, headDim) * scale);
         } else if (kvEncoding == 1) scoreKeys<u16>(headScores, qRow, blockKeys, kvStride, count, headDim, scale);
         else scoreKeys<f32>(headScores, qRow, blockKeys, kvStride, count, headDim, scale);
+        h++;
       }
     }
     for (let h = 0; h < group; h++) {
@@ -283,13 +404,20 @@ export function attention(
     for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
       const count = min(POSITION_BLOCK, n - j0);
       const blockValues = slotValues + <usize>j0 * kvStride;
-      for (let h = 0; h < group; h++) {
+      for (let h = 0; h < group; ) {
         const outRow = outRows + <usize>h * headBytes;
         const weights = scores + <usize>h * scoresBytes + (<usize>j0 << 2);
+        if (!q8 && h + 1 < group) {
+          if (kvEncoding == 1) addWeightedSumPair<u16>(outRow, outRow + headBytes, weights, weights + scoresBytes, blockValues, kvStride, count, headDim);
+          else addWeightedSumPair<f32>(outRow, outRow + headBytes, weights, weights + scoresBytes, blockValues, kvStride, count, headDim);
+          h += 2;
+          continue;
+        }
         if (q8) {
           for (let j = 0; j < count; j++) addScaledQ8(outRow, blockValues + <usize>j * kvStride, headStart, load<f32>(weights + (<usize>j << 2)), headDim);
         } else if (kvEncoding == 1) addWeightedSum<u16>(outRow, weights, blockValues, kvStride, count, headDim);
         else addWeightedSum<f32>(outRow, weights, blockValues, kvStride, count, headDim);
+        h++;
       }
     }
   }

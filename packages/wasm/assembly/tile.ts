@@ -36,7 +36,7 @@ export function sumLanes4(v0: v128, v1: v128, v2: v128, v3: v128): v128 {
 }
 
 /** As sumLanes4, in f32 lanes. */
-function sumLanes4f(v0: v128, v1: v128, v2: v128, v3: v128): v128 {
+export function sumLanes4f(v0: v128, v1: v128, v2: v128, v3: v128): v128 {
   const u0 = f32x4.add(i32x4.shuffle(v0, v1, 0, 4, 1, 5), i32x4.shuffle(v0, v1, 2, 6, 3, 7));
   const u1 = f32x4.add(i32x4.shuffle(v2, v3, 0, 4, 1, 5), i32x4.shuffle(v2, v3, 2, 6, 3, 7));
   return f32x4.add(i32x4.shuffle(u0, u1, 0, 1, 4, 5), i32x4.shuffle(u0, u1, 2, 3, 6, 7));

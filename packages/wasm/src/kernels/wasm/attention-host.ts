@@ -1,11 +1,12 @@
 /**
  * The host half of attention: runs kernels.wasm's attention, the batch's
  * (token, KV head) pairs split across threads, each with the query heads that
- * share its KV head. A KV cache in the arena (`allocate`) is read in place. A cache elsewhere has the positions this call reads (per slot, the
- * span from the earliest visible to the latest position) copied into a
- * staging copy first: a plain copy at memory speed, much cheaper than the
- * float64 reference attention it replaces, though reading in place is best.
- * An f16 or Q8_0 cache is read as such and widened to f32 in SIMD.
+ * share its KV head. A KV cache in the arena (`allocate`) is read in place.
+ * A cache elsewhere has the positions this call reads (per slot, the span
+ * from the earliest visible to the latest position) copied into a staging
+ * copy first: a plain copy at memory speed, much cheaper than the float64
+ * reference attention it replaces, though reading in place is best. An f16 or
+ * Q8_0 cache is read as such and widened to f32 in SIMD.
  */
 import { InferenceError } from "@infer/core";
 import { kvBytes } from "../kv-codec.js";

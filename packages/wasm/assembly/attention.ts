@@ -20,6 +20,9 @@ import { halfToFloat } from "./half";
 import { dotRows4, load1, load4, sumLanes4f } from "./tile";
 
 const Q8_BLOCK: i32 = 32;
+/** kvEncoding values (KVBuffer's): f16 bits and Q8_0 blocks; 0 is f32. */
+const KV_F16 = 1;
+const KV_Q8_0 = 2;
 const Q8_BLOCK_BYTES: usize = 34;
 
 /** Four int8 at p as four f32. */
@@ -346,10 +349,10 @@ export function attention(
   const group = numHeads / numKVHeads;
   const kvDim = numKVHeads * headDim;
   // Bytes per cached position, and to a KV head's first element (Q8_0: its row's start; dotQ8 finds the head).
-  const q8 = kvEncoding == 2;
-  const kvStride: usize = q8 ? <usize>(kvDim / Q8_BLOCK) * Q8_BLOCK_BYTES : <usize>kvDim * (kvEncoding == 1 ? 2 : 4);
+  const q8 = kvEncoding == KV_Q8_0;
+  const kvStride: usize = q8 ? <usize>(kvDim / Q8_BLOCK) * Q8_BLOCK_BYTES : <usize>kvDim * (kvEncoding == KV_F16 ? 2 : 4);
   const headBytes = <usize>headDim * 4; // of q and out
-  const kvHeadBytes: usize = q8 ? 0 : <usize>headDim * (kvEncoding == 1 ? 2 : 4);
+  const kvHeadBytes: usize = q8 ? 0 : <usize>headDim * (kvEncoding == KV_F16 ? 2 : 4);
   const scoresBytes = <usize>slotLength * 4; // one query head's scores
   for (let item = itemStart; item < itemEnd; item += itemStep) {
     const t = item / numKVHeads;
@@ -368,25 +371,8 @@ export function attention(
 
     // Scores of every query head of the group, a block of positions at a time.
     for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
-      const count = min(POSITION_BLOCK, n - j0);
-      const blockKeys = slotKeys + <usize>j0 * kvStride;
-      // Query heads two at a time where the cache is f32 or f16 (each key vector then feeds both).
-      for (let h = 0; h < group; ) {
-        const qRow = qRows + <usize>h * headBytes;
-        const headScores = scores + <usize>h * scoresBytes + (<usize>j0 << 2);
-        if (!q8 && h + 1 < group) {
-          const nextScores = headScores + scoresBytes;
-          if (kvEncoding == 1) scoreKeysPair<u16>(headScores, nextScores, qRow, qRow + headBytes, blockKeys, kvStride, count, headDim, scale);
-          else scoreKeysPair<f32>(headScores, nextScores, qRow, qRow + headBytes, blockKeys, kvStride, count, headDim, scale);
-          h += 2;
-          continue;
-        }
-        if (q8) {
-          for (let j = 0; j < count; j++) store<f32>(headScores + (<usize>j << 2), dotQ8(qRow, blockKeys + <usize>j * kvStride, headStart, headDim) * scale);
-        } else if (kvEncoding == 1) scoreKeys<u16>(headScores, qRow, blockKeys, kvStride, count, headDim, scale);
-        else scoreKeys<f32>(headScores, qRow, blockKeys, kvStride, count, headDim, scale);
-        h++;
-      }
+      const blockScores = scores + (<usize>j0 << 2);
+      scoreBlock(blockScores, scoresBytes, qRows, headBytes, group, slotKeys + <usize>j0 * kvStride, kvStride, min(POSITION_BLOCK, n - j0), headDim, headStart, kvEncoding, scale);
     }
     for (let h = 0; h < group; h++) {
       const headScores = scores + <usize>h * scoresBytes;
@@ -402,23 +388,48 @@ export function attention(
     // continuing from block to block.
     memory.fill(outRows, 0, <usize>group * headBytes);
     for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
-      const count = min(POSITION_BLOCK, n - j0);
-      const blockValues = slotValues + <usize>j0 * kvStride;
-      for (let h = 0; h < group; ) {
-        const outRow = outRows + <usize>h * headBytes;
-        const weights = scores + <usize>h * scoresBytes + (<usize>j0 << 2);
-        if (!q8 && h + 1 < group) {
-          if (kvEncoding == 1) addWeightedSumPair<u16>(outRow, outRow + headBytes, weights, weights + scoresBytes, blockValues, kvStride, count, headDim);
-          else addWeightedSumPair<f32>(outRow, outRow + headBytes, weights, weights + scoresBytes, blockValues, kvStride, count, headDim);
-          h += 2;
-          continue;
-        }
-        if (q8) {
-          for (let j = 0; j < count; j++) addScaledQ8(outRow, blockValues + <usize>j * kvStride, headStart, load<f32>(weights + (<usize>j << 2)), headDim);
-        } else if (kvEncoding == 1) addWeightedSum<u16>(outRow, weights, blockValues, kvStride, count, headDim);
-        else addWeightedSum<f32>(outRow, weights, blockValues, kvStride, count, headDim);
-        h++;
-      }
+      const blockWeights = scores + (<usize>j0 << 2);
+      addValuesBlock(outRows, headBytes, blockWeights, scoresBytes, group, slotValues + <usize>j0 * kvStride, kvStride, min(POSITION_BLOCK, n - j0), headDim, headStart, kvEncoding);
     }
+  }
+}
+
+/**
+ * The scores of the `group` query heads (q rows at qRows, headBytes apart) for one block of
+ * `count` cached keys, into each head's scores (scoresBytes apart from `scores`). Heads go two at
+ * a time over f32 and f16 caches, so each key vector loaded feeds both.
+ */
+function scoreBlock(scores: usize, scoresBytes: usize, qRows: usize, headBytes: usize, group: i32, keys: usize, kvStride: usize, count: i32, headDim: i32, headStart: i32, kvEncoding: i32, scale: f32): void {
+  for (let h = 0; h < group; ) {
+    const qRow = qRows + <usize>h * headBytes;
+    const headScores = scores + <usize>h * scoresBytes;
+    const pair = kvEncoding != KV_Q8_0 && h + 1 < group;
+    if (pair && kvEncoding == KV_F16) scoreKeysPair<u16>(headScores, headScores + scoresBytes, qRow, qRow + headBytes, keys, kvStride, count, headDim, scale);
+    else if (pair) scoreKeysPair<f32>(headScores, headScores + scoresBytes, qRow, qRow + headBytes, keys, kvStride, count, headDim, scale);
+    else if (kvEncoding == KV_Q8_0) {
+      for (let j = 0; j < count; j++) store<f32>(headScores + (<usize>j << 2), dotQ8(qRow, keys + <usize>j * kvStride, headStart, headDim) * scale);
+    } else if (kvEncoding == KV_F16) scoreKeys<u16>(headScores, qRow, keys, kvStride, count, headDim, scale);
+    else scoreKeys<f32>(headScores, qRow, keys, kvStride, count, headDim, scale);
+    h += pair ? 2 : 1;
+  }
+}
+
+/**
+ * The `group` heads' outputs (at outRows, headBytes apart) += their weights (scoresBytes apart
+ * from `weights`) times one block of `count` cached values; two heads at a time over f32 and
+ * f16 caches, as scoreBlock.
+ */
+function addValuesBlock(outRows: usize, headBytes: usize, weights: usize, scoresBytes: usize, group: i32, values: usize, kvStride: usize, count: i32, headDim: i32, headStart: i32, kvEncoding: i32): void {
+  for (let h = 0; h < group; ) {
+    const outRow = outRows + <usize>h * headBytes;
+    const headWeights = weights + <usize>h * scoresBytes;
+    const pair = kvEncoding != KV_Q8_0 && h + 1 < group;
+    if (pair && kvEncoding == KV_F16) addWeightedSumPair<u16>(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
+    else if (pair) addWeightedSumPair<f32>(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
+    else if (kvEncoding == KV_Q8_0) {
+      for (let j = 0; j < count; j++) addScaledQ8(outRow, values + <usize>j * kvStride, headStart, load<f32>(headWeights + (<usize>j << 2)), headDim);
+    } else if (kvEncoding == KV_F16) addWeightedSum<u16>(outRow, headWeights, values, kvStride, count, headDim);
+    else addWeightedSum<f32>(outRow, headWeights, values, kvStride, count, headDim);
+    h += pair ? 2 : 1;
   }
 }

@@ -17,7 +17,7 @@
 // Activation pointers: xq int16 [cols] (element e at xq + 2e), and per block
 // of 32 the f32 scale xd, float sum xs and quant sum xb.
 
-import { HALF_TO_FLOAT_SCALE, halfToFloat } from "./half";
+import { finiteHalves, HALF_TO_FLOAT_SCALE, halfToFloat, upperHalves } from "./half";
 
 /** Eight int16 weights times the eight int16 activations at x, in four i32 lanes. */
 function dot8(weights: v128, x: usize, offset: usize): v128 {
@@ -253,18 +253,6 @@ export function dotF32(w: usize, x: usize, cols: i32): f32 {
 }
 
 /**
- * The 16-bit values of `bits`' lanes 0..3 (high = false) or 4..7 (high = true)
- * moved into the upper half of four 32-bit lanes, the lower half zero:
- * bfloat16 to float32 in one shuffle (V8 emits a single unpack).
- */
-function upperHalves(bits: v128, high: bool): v128 {
-  const zero = i32x4.splat(0);
-  return high
-    ? i8x16.shuffle(zero, bits, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31)
-    : i8x16.shuffle(zero, bits, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
-}
-
-/**
  * F16 row · f32 x. Each half is rebuilt as a float32 in four instructions (see
  * finiteHalves), which holds for every half but infinities and NaNs; the row's
  * largest magnitude is tracked on the side, and a row that holds one of those
@@ -287,17 +275,6 @@ export function dotF16(w: usize, x: usize, cols: i32): f32 {
   // Exponent 31 somewhere in the row: an infinity or NaN, which finiteHalves does not give.
   if (i16x8.bitmask(i16x8.ge_u(largest, i16x8.splat(0x7c00))) != 0) return dotF16Exact(start, x - <usize>c * 4, cols);
   return addHalvesTail(horizontalSum(f32x4.add(acc0, acc1)), w, x, cols - c);
-}
-
-/**
- * Four finite halves, each in the upper 16 bits of a 32-bit lane, as float32:
- * shifted right by 3 (arithmetic) the exponent and mantissa land in float32
- * position and the sign stays in bit 31, copied into bits 28-30, which the mask
- * clears; that float is the half times 2^-112 (subnormals included), and
- * scaling by 2^112 is exact.
- */
-function finiteHalves(upper: v128): v128 {
-  return f32x4.mul(v128.and(i32x4.shr_s(upper, 3), i32x4.splat(0x8fffffff)), f32x4.splat(HALF_TO_FLOAT_SCALE));
 }
 
 /** dotF16 with every half converted exactly, infinities and NaNs included. */

@@ -13,7 +13,7 @@
 //   packed: [blocks] x { scales f32[4], row 0..3 quants i16[32] each } (packTile), or for
 //           F16 / BF16 [cols / 4] x { row 0..3 f32[4] each } (packRowsF32)
 
-import { halfToFloat, halvesToFloats } from "./half";
+import { finiteHalves, halfToFloat, halvesToFloats, upperHalves } from "./half";
 import { NibbleBlock } from "./nibbles";
 
 export const TILE_ROWS = 4;
@@ -260,13 +260,18 @@ export function minimumsTerm4(mins4: usize, xs: usize, blocks: i32): v128 {
   return acc;
 }
 
-/** Four elements at p, f32 (T = f32) or f16 bits (T = u16), as f32x4. */
+/**
+ * Four elements at p as f32x4: f32 (T = f32), f16 bits (T = u16), or f16 bits
+ * known to hold no infinity or NaN (T = i16, the caller having checked them):
+ * five instructions instead of eleven, the same floats for every finite half.
+ */
 export function load4<T>(p: usize): v128 {
+  if (sizeof<T>() == 2 && isSigned<T>()) return finiteHalves(upperHalves(v128.load64_zero(p), false));
   if (sizeof<T>() == 2) return halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(p)));
   return v128.load(p);
 }
 
-/** One element at p, f32 or f16 bits, as f32. */
+/** One element at p, f32 or f16 bits (T = u16 or i16), as f32. */
 export function load1<T>(p: usize): f32 {
   if (sizeof<T>() == 2) return halfToFloat(<u32>load<u16>(p));
   return load<f32>(p);

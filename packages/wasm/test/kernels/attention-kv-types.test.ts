@@ -132,6 +132,48 @@ for (const threads of [1, 2]) {
   });
 }
 
+describe("wasm attention over an f16 cache holding infinities and NaN", () => {
+  // Blocks of finite halves take a shorter conversion than blocks holding an
+  // exponent-31 half; these must still decode exactly, so the outputs are the
+  // float32 path's on the decoded floats, NaN for NaN.
+  for (const threads of [1, 2]) {
+    it(`${threads} thread${threads > 1 ? "s" : ""}: the same outputs as the decoded float32 cache, NaN where the reference has NaN`, async () => {
+      const kernels = await createWasmKernels({ threads, minBytesPerThread: 0 });
+      try {
+        const shape = { numHeads: 6, numKVHeads: 2, headDim: 20, slots: 1, slotLength: 150, window: 0, softcap: 0 };
+        const next = random(77 + threads);
+        const kvDim = shape.numKVHeads * shape.headDim;
+        const count = shape.slotLength * kvDim;
+        const keys = Uint16Array.from({ length: count }, () => f32ToF16((next() * 2 - 1) * 2));
+        const values = Uint16Array.from({ length: count }, () => f32ToF16((next() * 2 - 1) * 2));
+        const at = (position: number, kvHead: number, element: number): number => position * kvDim + kvHead * shape.headDim + element;
+        keys[at(70, 1, 18)] = 0x7c00; // +inf, in a head's scalar tail (elements 16..19 of 20), second block of 64 positions
+        keys[at(30, 1, 2)] = 0xfc00; // -inf, first block
+        values[at(100, 0, 3)] = 0x7e00; // NaN, second block
+        const positions = Int32Array.of(5, 29, 69, 70, 100, 149);
+        const tokens = positions.length;
+        const width = shape.numHeads * shape.headDim;
+        const q = Float32Array.from({ length: tokens * width }, () => (next() * 2 - 1) * 2);
+        const params: AttentionParams = { ...shape, tokens, positions, seqIds: new Int32Array(tokens), scale: 1 / Math.sqrt(shape.headDim) };
+        const run = (attention: typeof referenceAttention, k: Float32Array | Uint16Array, v: Float32Array | Uint16Array): Float32Array => {
+          const out = new Float32Array(tokens * width);
+          attention(out, q, k, v, params);
+          return out;
+        };
+        const wasmHalf = run(kernels.attention!, keys, values);
+        assert.deepEqual(wasmHalf, run(kernels.attention!, Float32Array.from(keys, f16ToF32), Float32Array.from(values, f16ToF32)));
+        const reference = run(referenceAttention, keys, values);
+        const nan = (out: Float32Array): boolean[] => Array.from(out, Number.isNaN);
+        assert.deepEqual(nan(wasmHalf), nan(reference));
+        // Both kinds of output occur: the special halves reached some heads and not others.
+        assert.ok(nan(wasmHalf).includes(true) && nan(wasmHalf).includes(false));
+      } finally {
+        await kernels.dispose?.();
+      }
+    });
+  }
+});
+
 describe("wasm attention: mixed encodings", () => {
   let kernels: Kernels;
   before(async () => (kernels = await createWasmKernels({ threads: 1 })));

@@ -21,7 +21,8 @@ import { halfToFloat } from "./half";
 import { dotRows4, load1, load4, sumLanes4f } from "./tile";
 
 const Q8_BLOCK: i32 = 32;
-/** kvEncoding values (KVBuffer's): f16 bits and Q8_0 blocks; 0 is f32. */
+/** kvEncoding values (KVBuffer's): f32, f16 bits and Q8_0 blocks. */
+const KV_F32 = 0;
 const KV_F16 = 1;
 const KV_Q8_0 = 2;
 /** Not the host's: a block of f16 keys or values checked to hold no infinity or NaN (halvesFinite). */
@@ -34,62 +35,35 @@ function int8sToFloats(p: usize): v128 {
 }
 
 /**
- * q · k over `count` elements of a Q8_0 row from element `start` (a head's
- * slice, which may begin and end inside a block): per block, the int8 dot
- * product in f32 times the block's scale.
+ * Elements [headStart, headStart + headDim) of `count` Q8_0 rows (stride bytes
+ * apart from `rows`) as f32 rows of headDim at `out`: q times its block's
+ * scale, exact in f32 (an int8 times a half), so attention then runs the f32
+ * path on the very values the cache holds. A head may begin and end inside a block.
  */
-function dotQ8(q: usize, row: usize, start: i32, count: i32): f32 {
-  let sum: f32 = 0;
-  const end = start + count;
-  for (let e = start; e < end; ) {
-    const block = e / Q8_BLOCK;
-    const segmentEnd = min(end, (block + 1) * Q8_BLOCK);
-    const base = row + <usize>block * Q8_BLOCK_BYTES;
-    let p = base + 2 + <usize>(e % Q8_BLOCK);
-    const n = segmentEnd - e;
-    let acc = f32x4.splat(0);
-    let i = 0;
-    for (; i + 4 <= n; i += 4) {
-      acc = f32x4.add(acc, f32x4.mul(v128.load(q), int8sToFloats(p)));
-      q += 16;
-      p += 4;
+function decodeQ8Rows(out: usize, rows: usize, stride: usize, count: i32, headStart: i32, headDim: i32): void {
+  const end = headStart + headDim;
+  for (let j = 0; j < count; j++) {
+    const row = rows + <usize>j * stride;
+    for (let e = headStart; e < end; ) {
+      const block = e / Q8_BLOCK;
+      const segmentEnd = min(end, (block + 1) * Q8_BLOCK);
+      const base = row + <usize>block * Q8_BLOCK_BYTES;
+      let p = base + 2 + <usize>(e % Q8_BLOCK);
+      const n = segmentEnd - e;
+      const scale = halfToFloat(<u32>load<u16>(base));
+      let i = 0;
+      for (; i + 4 <= n; i += 4) {
+        v128.store(out, f32x4.mul(int8sToFloats(p), f32x4.splat(scale)));
+        out += 16;
+        p += 4;
+      }
+      for (; i < n; i++) {
+        store<f32>(out, <f32>load<i8>(p) * scale);
+        out += 4;
+        p += 1;
+      }
+      e = segmentEnd;
     }
-    const pairs = f32x4.add(acc, i32x4.shuffle(acc, acc, 2, 3, 0, 1));
-    let part = f32x4.extract_lane(pairs, 0) + f32x4.extract_lane(pairs, 1);
-    for (; i < n; i++) {
-      part += load<f32>(q) * <f32>load<i8>(p);
-      q += 4;
-      p += 1;
-    }
-    sum += part * halfToFloat(<u32>load<u16>(base));
-    e = segmentEnd;
-  }
-  return sum;
-}
-
-/** out[i] += weight * v[i] for `count` elements of a Q8_0 row from element `start`. */
-function addScaledQ8(out: usize, row: usize, start: i32, weight: f32, count: i32): void {
-  const end = start + count;
-  for (let e = start; e < end; ) {
-    const block = e / Q8_BLOCK;
-    const segmentEnd = min(end, (block + 1) * Q8_BLOCK);
-    const base = row + <usize>block * Q8_BLOCK_BYTES;
-    let p = base + 2 + <usize>(e % Q8_BLOCK);
-    const n = segmentEnd - e;
-    const scaled: f32 = weight * halfToFloat(<u32>load<u16>(base));
-    const w = f32x4.splat(scaled);
-    let i = 0;
-    for (; i + 4 <= n; i += 4) {
-      v128.store(out, f32x4.add(v128.load(out), f32x4.mul(w, int8sToFloats(p))));
-      out += 16;
-      p += 4;
-    }
-    for (; i < n; i++) {
-      store<f32>(out, load<f32>(out) + scaled * <f32>load<i8>(p));
-      out += 4;
-      p += 1;
-    }
-    e = segmentEnd;
   }
 }
 
@@ -341,16 +315,18 @@ function softmaxInPlace(scores: usize, n: i32): void {
 }
 
 /**
- * Positions per block of the f32 / f16 passes: one block's keys or values of a
- * KV head (64 x headDim elements) stay in the L1 cache while every query head
- * of its group reads them, so the cache is read from memory once per token.
+ * Positions per block: one block's keys or values of a KV head (64 x headDim
+ * elements; from a Q8_0 cache, decoded to f32 first) stay in the L1 cache while
+ * every query head of its group reads them, so the cache is read from memory
+ * once per token. src/kernels/wasm/attention-host.ts sizes the decoded block by it.
  */
 const POSITION_BLOCK = 64;
 
 /**
  * Items are (token, KV head) pairs, item = token * numKVHeads + kvHead: each
  * computes the query heads that share the KV head (numHeads / numKVHeads of
- * them). scores: this thread's scratch of group * slotLength f32. Items are
+ * them). scores: this thread's scratch of group * slotLength f32, then for a
+ * Q8_0 cache POSITION_BLOCK * headDim f32 for a block's decoded rows. Items are
  * taken itemStart, itemStart + itemStep, ... below itemEnd: threads interleave
  * their items, so each gets as many early (short) as late (long) positions.
  */
@@ -382,6 +358,7 @@ export function attention(
   const headBytes = <usize>headDim * 4; // of q and out
   const kvHeadBytes: usize = q8 ? 0 : <usize>headDim * (kvEncoding == KV_F16 ? 2 : 4);
   const scoresBytes = <usize>slotLength * 4; // one query head's scores
+  const decoded = scores + <usize>group * scoresBytes; // Q8_0: a block of keys or values as f32
   for (let item = itemStart; item < itemEnd; item += itemStep) {
     const t = item / numKVHeads;
     const kvHead = item % numKVHeads;
@@ -401,8 +378,14 @@ export function attention(
     for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
       const blockKeys = slotKeys + <usize>j0 * kvStride;
       const count = min(POSITION_BLOCK, n - j0);
-      const encoding = blockEncoding(kvEncoding, blockKeys, kvStride, count, headDim);
-      scoreBlock(scores + (<usize>j0 << 2), scoresBytes, qRows, headBytes, group, blockKeys, kvStride, count, headDim, headStart, encoding, scale);
+      const blockScores = scores + (<usize>j0 << 2);
+      if (q8) {
+        decodeQ8Rows(decoded, blockKeys, kvStride, count, headStart, headDim);
+        scoreBlock(blockScores, scoresBytes, qRows, headBytes, group, decoded, headBytes, count, headDim, KV_F32, scale);
+      } else {
+        const encoding = blockEncoding(kvEncoding, blockKeys, kvStride, count, headDim);
+        scoreBlock(blockScores, scoresBytes, qRows, headBytes, group, blockKeys, kvStride, count, headDim, encoding, scale);
+      }
     }
     for (let h = 0; h < group; h++) {
       const headScores = scores + <usize>h * scoresBytes;
@@ -420,28 +403,32 @@ export function attention(
     for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
       const blockValues = slotValues + <usize>j0 * kvStride;
       const count = min(POSITION_BLOCK, n - j0);
-      const encoding = blockEncoding(kvEncoding, blockValues, kvStride, count, headDim);
-      addValuesBlock(outRows, headBytes, scores + (<usize>j0 << 2), scoresBytes, group, blockValues, kvStride, count, headDim, headStart, encoding);
+      const blockWeights = scores + (<usize>j0 << 2);
+      if (q8) {
+        decodeQ8Rows(decoded, blockValues, kvStride, count, headStart, headDim);
+        addValuesBlock(outRows, headBytes, blockWeights, scoresBytes, group, decoded, headBytes, count, headDim, KV_F32);
+      } else {
+        const encoding = blockEncoding(kvEncoding, blockValues, kvStride, count, headDim);
+        addValuesBlock(outRows, headBytes, blockWeights, scoresBytes, group, blockValues, kvStride, count, headDim, encoding);
+      }
     }
   }
 }
 
 /**
  * The scores of the `group` query heads (q rows at qRows, headBytes apart) for one block of
- * `count` cached keys, into each head's scores (scoresBytes apart from `scores`). Heads go two at
- * a time over f32 and f16 caches, so each key vector loaded feeds both.
+ * `count` cached keys (f32 or f16 rows, kvStride bytes apart), into each head's scores
+ * (scoresBytes apart from `scores`). Heads go two at a time, so each key vector loaded feeds both.
  */
-function scoreBlock(scores: usize, scoresBytes: usize, qRows: usize, headBytes: usize, group: i32, keys: usize, kvStride: usize, count: i32, headDim: i32, headStart: i32, kvEncoding: i32, scale: f32): void {
+function scoreBlock(scores: usize, scoresBytes: usize, qRows: usize, headBytes: usize, group: i32, keys: usize, kvStride: usize, count: i32, headDim: i32, kvEncoding: i32, scale: f32): void {
   for (let h = 0; h < group; ) {
     const qRow = qRows + <usize>h * headBytes;
     const headScores = scores + <usize>h * scoresBytes;
-    const pair = kvEncoding != KV_Q8_0 && h + 1 < group;
+    const pair = h + 1 < group;
     if (pair && kvEncoding == KV_F16_FINITE) scoreKeysPair<i16>(headScores, headScores + scoresBytes, qRow, qRow + headBytes, keys, kvStride, count, headDim, scale);
     else if (pair && kvEncoding == KV_F16) scoreKeysPair<u16>(headScores, headScores + scoresBytes, qRow, qRow + headBytes, keys, kvStride, count, headDim, scale);
     else if (pair) scoreKeysPair<f32>(headScores, headScores + scoresBytes, qRow, qRow + headBytes, keys, kvStride, count, headDim, scale);
-    else if (kvEncoding == KV_Q8_0) {
-      for (let j = 0; j < count; j++) store<f32>(headScores + (<usize>j << 2), dotQ8(qRow, keys + <usize>j * kvStride, headStart, headDim) * scale);
-    } else if (kvEncoding == KV_F16_FINITE) scoreKeys<i16>(headScores, qRow, keys, kvStride, count, headDim, scale);
+    else if (kvEncoding == KV_F16_FINITE) scoreKeys<i16>(headScores, qRow, keys, kvStride, count, headDim, scale);
     else if (kvEncoding == KV_F16) scoreKeys<u16>(headScores, qRow, keys, kvStride, count, headDim, scale);
     else scoreKeys<f32>(headScores, qRow, keys, kvStride, count, headDim, scale);
     h += pair ? 2 : 1;
@@ -450,20 +437,18 @@ function scoreBlock(scores: usize, scoresBytes: usize, qRows: usize, headBytes: 
 
 /**
  * The `group` heads' outputs (at outRows, headBytes apart) += their weights (scoresBytes apart
- * from `weights`) times one block of `count` cached values; two heads at a time over f32 and
- * f16 caches, as scoreBlock.
+ * from `weights`) times one block of `count` cached values (f32 or f16 rows, kvStride bytes
+ * apart); two heads at a time, as scoreBlock.
  */
-function addValuesBlock(outRows: usize, headBytes: usize, weights: usize, scoresBytes: usize, group: i32, values: usize, kvStride: usize, count: i32, headDim: i32, headStart: i32, kvEncoding: i32): void {
+function addValuesBlock(outRows: usize, headBytes: usize, weights: usize, scoresBytes: usize, group: i32, values: usize, kvStride: usize, count: i32, headDim: i32, kvEncoding: i32): void {
   for (let h = 0; h < group; ) {
     const outRow = outRows + <usize>h * headBytes;
     const headWeights = weights + <usize>h * scoresBytes;
-    const pair = kvEncoding != KV_Q8_0 && h + 1 < group;
+    const pair = h + 1 < group;
     if (pair && kvEncoding == KV_F16_FINITE) addWeightedSumPair<i16>(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
     else if (pair && kvEncoding == KV_F16) addWeightedSumPair<u16>(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
     else if (pair) addWeightedSumPair<f32>(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
-    else if (kvEncoding == KV_Q8_0) {
-      for (let j = 0; j < count; j++) addScaledQ8(outRow, values + <usize>j * kvStride, headStart, load<f32>(headWeights + (<usize>j << 2)), headDim);
-    } else if (kvEncoding == KV_F16_FINITE) addWeightedSum<i16>(outRow, headWeights, values, kvStride, count, headDim);
+    else if (kvEncoding == KV_F16_FINITE) addWeightedSum<i16>(outRow, headWeights, values, kvStride, count, headDim);
     else if (kvEncoding == KV_F16) addWeightedSum<u16>(outRow, headWeights, values, kvStride, count, headDim);
     else addWeightedSum<f32>(outRow, headWeights, values, kvStride, count, headDim);
     h += pair ? 2 : 1;

@@ -1,7 +1,7 @@
 // Attention over an f16 KV cache (kvType "f16": keys and values as IEEE half
 // bits in a Uint16Array) and a Q8_0 one (kvType "q8_0": blocks in a
 // Uint8Array). The WebAssembly kernel against the reference on the same cache
-// (the float32 kernel's bound), for f16 bit for bit against itself on the cache
+// (the float32 kernel's bound), for f16 and Q8_0 bit for bit against itself on the cache
 // decoded to float32, and against the float32 cache it was rounded from (a
 // bound from the rounding).
 import assert from "node:assert/strict";
@@ -277,6 +277,9 @@ for (const threads of [1, 2]) {
           };
 
           const wasmQ8 = run(kernels.attention!, keys.bytes, values.bytes);
+          // Each block of positions is decoded exactly (an int8 times a half) and run through the
+          // float32 path, so the outputs are that path's on the decoded floats, bit for bit.
+          assert.deepEqual(wasmQ8, run(kernels.attention!, keys.decoded, values.decoded));
           const referenceQ8 = run(referenceAttention, keys.bytes, values.bytes);
           assert.deepEqual(referenceQ8, run(referenceAttention, keys.decoded, values.decoded));
           const tight = (t: number, h: number): number => attentionBound(q, keys.decoded, values.decoded, params, t, h);

@@ -6,9 +6,11 @@
 // [slots, slotLength, numKVHeads * headDim] in the encoding kvEncoding names
 // (0 f32, 1 f16 bits, 2 Q8_0 blocks of 32 along each position's row: f16 scale,
 // 32 int8); positions, seqIds: [tokens] i32.
-// Dot products and the weighted sum of values run in f32x4 (halves and int8
-// widened to f32 four at a time; a block of halves checked free of infinities
-// and NaN in five instructions per four instead of eleven), f32 keys and values four positions per pass;
+// Every pass runs on f32 rows: an f16 or Q8_0 cache's block of 64 positions of
+// a KV head is decoded to f32 first (exactly: halves in five instructions per
+// four where the block holds no infinity or NaN; int8 times the block's half),
+// once for all the query heads that read it. Dot products and the weighted sum
+// of values run in f32x4, four keys per pass, two query heads at a time;
 // the softmax in f32x4 too, with a polynomial exponential (exp4). A group's
 // query heads take each block of 64 positions in turn, so the block is read
 // from memory once and from the L1 cache by the rest (SmolLM2's shape: decode
@@ -17,16 +19,14 @@
 
 import { horizontalSum } from "./dot";
 import { exp4 } from "./exp";
-import { halfToFloat } from "./half";
-import { dotRows4, load1, load4, sumLanes4f } from "./tile";
+import { finiteHalves, halfToFloat, halvesToFloats, upperHalves } from "./half";
+import { sumLanes4f } from "./tile";
 
 const Q8_BLOCK: i32 = 32;
 /** kvEncoding values (KVBuffer's): f32, f16 bits and Q8_0 blocks. */
 const KV_F32 = 0;
 const KV_F16 = 1;
 const KV_Q8_0 = 2;
-/** Not the host's: a block of f16 keys or values checked to hold no infinity or NaN (halvesFinite). */
-const KV_F16_FINITE = 3;
 const Q8_BLOCK_BYTES: usize = 34;
 
 /** Four int8 at p as four f32. */
@@ -67,39 +67,86 @@ function decodeQ8Rows(out: usize, rows: usize, stride: usize, count: i32, headSt
   }
 }
 
-// Cached keys and values as f32 (T = f32) or f16 bits (T = u16, or T = i16 for
-// a block checked finite): one generic body per pass (tile.ts' load4 / load1 /
-// dotRows4), so every encoding runs the same arithmetic in the same order (an
-// f16 cache gives exactly what its decoded floats give).
-
 /**
- * Whether `count` cached rows from `rows` (stride bytes apart) hold no
- * infinity or NaN in their headDim halves: then the block converts in
- * load4<i16>'s five instructions rather than eleven. A cache written from
- * finite floats within f16's range always passes; the check costs about a
- * tenth of what it saves on SmolLM2's three query heads per KV head.
+ * `count` f16 rows' headDim halves (stride bytes apart from `rows`) as f32 rows
+ * of headDim at `out`, exactly: in five instructions per four halves (the F16
+ * decode rows' conversion, right for every finite half) while tracking the
+ * largest magnitude, and again with the full conversion if the block holds an
+ * infinity or NaN (exponent 31), which a cache written from finite floats
+ * within f16's range never does.
  */
-function halvesFinite(rows: usize, stride: usize, count: i32, headDim: i32): bool {
+function decodeHalfRows(out: usize, rows: usize, stride: usize, count: i32, headDim: i32): void {
   let largest = i16x8.splat(0);
-  let scalarLargest: u32 = 0;
   for (let j = 0; j < count; j++) {
     const row = rows + <usize>j * stride;
+    const to = out + <usize>j * <usize>headDim * 4;
     let i = 0;
-    for (; i + 8 <= headDim; i += 8) largest = i16x8.max_u(largest, v128.and(v128.load(row + (<usize>i << 1)), i16x8.splat(0x7fff)));
-    for (; i < headDim; i++) scalarLargest = max(scalarLargest, <u32>load<u16>(row + (<usize>i << 1)) & 0x7fff);
+    for (; i + 8 <= headDim; i += 8) {
+      const bits = v128.load(row + (<usize>i << 1));
+      largest = i16x8.max_u(largest, v128.and(bits, i16x8.splat(0x7fff)));
+      v128.store(to + (<usize>i << 2), finiteHalves(upperHalves(bits, false)));
+      v128.store(to + (<usize>i << 2), finiteHalves(upperHalves(bits, true)), 16);
+    }
+    for (; i < headDim; i++) store<f32>(to + (<usize>i << 2), halfToFloat(<u32>load<u16>(row + (<usize>i << 1))));
   }
-  // Exponent 31 (0x7c00 and up without the sign): an infinity or NaN.
-  return i16x8.bitmask(i16x8.ge_u(largest, i16x8.splat(0x7c00))) == 0 && scalarLargest < 0x7c00;
+  if (i16x8.bitmask(i16x8.ge_u(largest, i16x8.splat(0x7c00))) == 0) return;
+  for (let j = 0; j < count; j++) {
+    const row = rows + <usize>j * stride;
+    const to = out + <usize>j * <usize>headDim * 4;
+    let i = 0;
+    for (; i + 4 <= headDim; i += 4) v128.store(to + (<usize>i << 2), halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(row + (<usize>i << 1)))));
+    for (; i < headDim; i++) store<f32>(to + (<usize>i << 2), halfToFloat(<u32>load<u16>(row + (<usize>i << 1))));
+  }
 }
 
-/** kvEncoding for one block of f16 rows: KV_F16_FINITE where halvesFinite holds; other encodings as they are. */
-function blockEncoding(kvEncoding: i32, rows: usize, stride: usize, count: i32, headDim: i32): i32 {
-  return kvEncoding == KV_F16 && halvesFinite(rows, stride, count, headDim) ? KV_F16_FINITE : kvEncoding;
+/**
+ * One block of `count` cached rows of a KV head (f16 or Q8_0, stride bytes
+ * apart from `rows`; a Q8_0 head's elements start at headStart of the row) as
+ * f32 rows of headDim at `out`, so that every encoding then runs the f32 passes
+ * on the values the cache holds: the same outputs as an f32 cache of them.
+ */
+function decodeBlock(kvEncoding: i32, out: usize, rows: usize, stride: usize, count: i32, headStart: i32, headDim: i32): void {
+  if (kvEncoding == KV_F16) decodeHalfRows(out, rows, stride, count, headDim);
+  else decodeQ8Rows(out, rows, stride, count, headStart, headDim);
+}
+
+/** The f32 at byte offset o of four rows, k0..k3, as one f32x4 (lane k from row k). */
+function column4(k0: usize, k1: usize, k2: usize, k3: usize, o: usize): v128 {
+  let k = f32x4.splat(load<f32>(k0 + o));
+  k = f32x4.replace_lane(k, 1, load<f32>(k1 + o));
+  k = f32x4.replace_lane(k, 2, load<f32>(k2 + o));
+  return f32x4.replace_lane(k, 3, load<f32>(k3 + o));
+}
+
+/** Lane k = q · (the row at k0 + k * stride) over `count` elements: four rows per pass over q. */
+function dotRows4(q: usize, k0: usize, stride: usize, count: i32): v128 {
+  const k1 = k0 + stride;
+  const k2 = k1 + stride;
+  const k3 = k2 + stride;
+  let a0 = f32x4.splat(0);
+  let a1 = f32x4.splat(0);
+  let a2 = f32x4.splat(0);
+  let a3 = f32x4.splat(0);
+  let i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const o = <usize>i * 4;
+    const x = v128.load(q + (<usize>i << 2));
+    a0 = f32x4.add(a0, f32x4.mul(x, v128.load(k0 + o)));
+    a1 = f32x4.add(a1, f32x4.mul(x, v128.load(k1 + o)));
+    a2 = f32x4.add(a2, f32x4.mul(x, v128.load(k2 + o)));
+    a3 = f32x4.add(a3, f32x4.mul(x, v128.load(k3 + o)));
+  }
+  let sums = sumLanes4f(a0, a1, a2, a3);
+  for (; i < count; i++) {
+    const o = <usize>i * 4;
+    sums = f32x4.add(sums, f32x4.mul(f32x4.splat(load<f32>(q + (<usize>i << 2))), column4(k0, k1, k2, k3, o)));
+  }
+  return sums;
 }
 
 /** q · one cached row: lane 0 of dotRows4 with the row in every lane (the same arithmetic, for the last n % 4 keys). */
-function dotKey<T>(q: usize, k: usize, count: i32): f32 {
-  return f32x4.extract_lane(dotRows4<T>(q, k, 0, count), 0);
+function dotKey(q: usize, k: usize, count: i32): f32 {
+  return f32x4.extract_lane(dotRows4(q, k, 0, count), 0);
 }
 
 /**
@@ -109,7 +156,7 @@ function dotKey<T>(q: usize, k: usize, count: i32): f32 {
  * Called block after block of positions, the running sums continue exactly as
  * one call over all of them would.
  */
-function addWeightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, n: i32, count: i32): void {
+function addWeightedSum(out: usize, weights: usize, v: usize, stride: usize, n: i32, count: i32): void {
   let d = 0;
   for (; d + 16 <= count; d += 16) {
     const at = out + (<usize>d << 2);
@@ -117,14 +164,14 @@ function addWeightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, 
     let a1 = v128.load(at, 16);
     let a2 = v128.load(at, 32);
     let a3 = v128.load(at, 48);
-    let row = v + <usize>d * sizeof<T>();
-    const e = 4 * sizeof<T>(); // bytes of four elements
+    let row = v + <usize>d * 4;
+    const e = 4 * 4; // bytes of four elements
     for (let j = 0; j < n; j++) {
       const w = v128.load32_splat(weights + (<usize>j << 2));
-      a0 = f32x4.add(a0, f32x4.mul(w, load4<T>(row)));
-      a1 = f32x4.add(a1, f32x4.mul(w, load4<T>(row + e)));
-      a2 = f32x4.add(a2, f32x4.mul(w, load4<T>(row + 2 * e)));
-      a3 = f32x4.add(a3, f32x4.mul(w, load4<T>(row + 3 * e)));
+      a0 = f32x4.add(a0, f32x4.mul(w, v128.load(row)));
+      a1 = f32x4.add(a1, f32x4.mul(w, v128.load(row + e)));
+      a2 = f32x4.add(a2, f32x4.mul(w, v128.load(row + 2 * e)));
+      a3 = f32x4.add(a3, f32x4.mul(w, v128.load(row + 3 * e)));
       row += stride;
     }
     v128.store(at, a0, 0);
@@ -135,9 +182,9 @@ function addWeightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, 
   for (; d + 4 <= count; d += 4) {
     const at = out + (<usize>d << 2);
     let a0 = v128.load(at);
-    let row = v + <usize>d * sizeof<T>();
+    let row = v + <usize>d * 4;
     for (let j = 0; j < n; j++) {
-      a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(weights + (<usize>j << 2)), load4<T>(row)));
+      a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(weights + (<usize>j << 2)), v128.load(row)));
       row += stride;
     }
     v128.store(at, a0);
@@ -145,9 +192,9 @@ function addWeightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, 
   for (; d < count; d++) {
     const at = out + (<usize>d << 2);
     let sum = load<f32>(at);
-    let row = v + <usize>d * sizeof<T>();
+    let row = v + <usize>d * 4;
     for (let j = 0; j < n; j++) {
-      sum += load<f32>(weights + (<usize>j << 2)) * load1<T>(row);
+      sum += load<f32>(weights + (<usize>j << 2)) * load<f32>(row);
       row += stride;
     }
     store<f32>(at, sum);
@@ -160,7 +207,7 @@ function addWeightedSum<T>(out: usize, weights: usize, v: usize, stride: usize, 
  * heads' eight running sums are independent chains. Per head the arithmetic of
  * addWeightedSum, so the same bits.
  */
-function addWeightedSumPair<T>(out0: usize, out1: usize, weights0: usize, weights1: usize, v: usize, stride: usize, n: i32, count: i32): void {
+function addWeightedSumPair(out0: usize, out1: usize, weights0: usize, weights1: usize, v: usize, stride: usize, n: i32, count: i32): void {
   let d = 0;
   for (; d + 16 <= count; d += 16) {
     const at0 = out0 + (<usize>d << 2);
@@ -173,15 +220,15 @@ function addWeightedSumPair<T>(out0: usize, out1: usize, weights0: usize, weight
     let b1 = v128.load(at1, 16);
     let b2 = v128.load(at1, 32);
     let b3 = v128.load(at1, 48);
-    let row = v + <usize>d * sizeof<T>();
-    const e = 4 * sizeof<T>(); // bytes of four elements
+    let row = v + <usize>d * 4;
+    const e = 4 * 4; // bytes of four elements
     for (let j = 0; j < n; j++) {
       const wa = v128.load32_splat(weights0 + (<usize>j << 2));
       const wb = v128.load32_splat(weights1 + (<usize>j << 2));
-      const r0 = load4<T>(row);
-      const r1 = load4<T>(row + e);
-      const r2 = load4<T>(row + 2 * e);
-      const r3 = load4<T>(row + 3 * e);
+      const r0 = v128.load(row);
+      const r1 = v128.load(row + e);
+      const r2 = v128.load(row + 2 * e);
+      const r3 = v128.load(row + 3 * e);
       a0 = f32x4.add(a0, f32x4.mul(wa, r0));
       b0 = f32x4.add(b0, f32x4.mul(wb, r0));
       a1 = f32x4.add(a1, f32x4.mul(wa, r1));
@@ -202,9 +249,9 @@ function addWeightedSumPair<T>(out0: usize, out1: usize, weights0: usize, weight
     v128.store(at1, b3, 48);
   }
   // The last count % 16 elements one head at a time (each element's sum is its own).
-  const rest = v + <usize>d * sizeof<T>();
-  addWeightedSum<T>(out0 + (<usize>d << 2), weights0, rest, stride, n, count - d);
-  addWeightedSum<T>(out1 + (<usize>d << 2), weights1, rest, stride, n, count - d);
+  const rest = v + <usize>d * 4;
+  addWeightedSum(out0 + (<usize>d << 2), weights0, rest, stride, n, count - d);
+  addWeightedSum(out1 + (<usize>d << 2), weights1, rest, stride, n, count - d);
 }
 
 /**
@@ -212,7 +259,7 @@ function addWeightedSumPair<T>(out0: usize, out1: usize, weights0: usize, weight
  * the same keys: each key vector loaded feeds both. Per query the arithmetic of
  * scoreKeys, so the same bits.
  */
-function scoreKeysPair<T>(scores0: usize, scores1: usize, q0: usize, q1: usize, keys: usize, stride: usize, n: i32, headDim: i32, scale: f32): void {
+function scoreKeysPair(scores0: usize, scores1: usize, q0: usize, q1: usize, keys: usize, stride: usize, n: i32, headDim: i32, scale: f32): void {
   let j = 0;
   for (; j + 4 <= n; j += 4) {
     const k0 = keys + <usize>j * stride;
@@ -229,13 +276,13 @@ function scoreKeysPair<T>(scores0: usize, scores1: usize, q0: usize, q1: usize, 
     let b3 = a0;
     let i = 0;
     for (; i + 4 <= headDim; i += 4) {
-      const o = <usize>i * sizeof<T>();
+      const o = <usize>i * 4;
       const x = v128.load(q0 + (<usize>i << 2));
       const y = v128.load(q1 + (<usize>i << 2));
-      const r0 = load4<T>(k0 + o);
-      const r1 = load4<T>(k1 + o);
-      const r2 = load4<T>(k2 + o);
-      const r3 = load4<T>(k3 + o);
+      const r0 = v128.load(k0 + o);
+      const r1 = v128.load(k1 + o);
+      const r2 = v128.load(k2 + o);
+      const r3 = v128.load(k3 + o);
       a0 = f32x4.add(a0, f32x4.mul(x, r0));
       b0 = f32x4.add(b0, f32x4.mul(y, r0));
       a1 = f32x4.add(a1, f32x4.mul(x, r1));
@@ -248,11 +295,8 @@ function scoreKeysPair<T>(scores0: usize, scores1: usize, q0: usize, q1: usize, 
     let sums0 = sumLanes4f(a0, a1, a2, a3);
     let sums1 = sumLanes4f(b0, b1, b2, b3);
     for (; i < headDim; i++) {
-      const o = <usize>i * sizeof<T>();
-      let k = f32x4.splat(load1<T>(k0 + o));
-      k = f32x4.replace_lane(k, 1, load1<T>(k1 + o));
-      k = f32x4.replace_lane(k, 2, load1<T>(k2 + o));
-      k = f32x4.replace_lane(k, 3, load1<T>(k3 + o));
+      const o = <usize>i * 4;
+      const k = column4(k0, k1, k2, k3, o);
       sums0 = f32x4.add(sums0, f32x4.mul(f32x4.splat(load<f32>(q0 + (<usize>i << 2))), k));
       sums1 = f32x4.add(sums1, f32x4.mul(f32x4.splat(load<f32>(q1 + (<usize>i << 2))), k));
     }
@@ -261,18 +305,18 @@ function scoreKeysPair<T>(scores0: usize, scores1: usize, q0: usize, q1: usize, 
   }
   for (; j < n; j++) {
     const k = keys + <usize>j * stride;
-    store<f32>(scores0 + (<usize>j << 2), dotKey<T>(q0, k, headDim) * scale);
-    store<f32>(scores1 + (<usize>j << 2), dotKey<T>(q1, k, headDim) * scale);
+    store<f32>(scores0 + (<usize>j << 2), dotKey(q0, k, headDim) * scale);
+    store<f32>(scores1 + (<usize>j << 2), dotKey(q1, k, headDim) * scale);
   }
 }
 
 /** Scores of the n cached keys from `keys` for one query row, scaled, into scores[0..n) (f32). */
-function scoreKeys<T>(scores: usize, q: usize, keys: usize, stride: usize, n: i32, headDim: i32, scale: f32): void {
+function scoreKeys(scores: usize, q: usize, keys: usize, stride: usize, n: i32, headDim: i32, scale: f32): void {
   let j = 0;
   for (; j + 4 <= n; j += 4) {
-    v128.store(scores + (<usize>j << 2), f32x4.mul(dotRows4<T>(q, keys + <usize>j * stride, stride, headDim), f32x4.splat(scale)));
+    v128.store(scores + (<usize>j << 2), f32x4.mul(dotRows4(q, keys + <usize>j * stride, stride, headDim), f32x4.splat(scale)));
   }
-  for (; j < n; j++) store<f32>(scores + (<usize>j << 2), dotKey<T>(q, keys + <usize>j * stride, headDim) * scale);
+  for (; j < n; j++) store<f32>(scores + (<usize>j << 2), dotKey(q, keys + <usize>j * stride, headDim) * scale);
 }
 
 /**
@@ -379,12 +423,10 @@ export function attention(
       const blockKeys = slotKeys + <usize>j0 * kvStride;
       const count = min(POSITION_BLOCK, n - j0);
       const blockScores = scores + (<usize>j0 << 2);
-      if (q8) {
-        decodeQ8Rows(decoded, blockKeys, kvStride, count, headStart, headDim);
-        scoreBlock(blockScores, scoresBytes, qRows, headBytes, group, decoded, headBytes, count, headDim, KV_F32, scale);
-      } else {
-        const encoding = blockEncoding(kvEncoding, blockKeys, kvStride, count, headDim);
-        scoreBlock(blockScores, scoresBytes, qRows, headBytes, group, blockKeys, kvStride, count, headDim, encoding, scale);
+      if (kvEncoding == KV_F32) scoreBlock(blockScores, scoresBytes, qRows, headBytes, group, blockKeys, kvStride, count, headDim, scale);
+      else {
+        decodeBlock(kvEncoding, decoded, blockKeys, kvStride, count, headStart, headDim);
+        scoreBlock(blockScores, scoresBytes, qRows, headBytes, group, decoded, headBytes, count, headDim, scale);
       }
     }
     for (let h = 0; h < group; h++) {
@@ -404,12 +446,10 @@ export function attention(
       const blockValues = slotValues + <usize>j0 * kvStride;
       const count = min(POSITION_BLOCK, n - j0);
       const blockWeights = scores + (<usize>j0 << 2);
-      if (q8) {
-        decodeQ8Rows(decoded, blockValues, kvStride, count, headStart, headDim);
-        addValuesBlock(outRows, headBytes, blockWeights, scoresBytes, group, decoded, headBytes, count, headDim, KV_F32);
-      } else {
-        const encoding = blockEncoding(kvEncoding, blockValues, kvStride, count, headDim);
-        addValuesBlock(outRows, headBytes, blockWeights, scoresBytes, group, blockValues, kvStride, count, headDim, encoding);
+      if (kvEncoding == KV_F32) addValuesBlock(outRows, headBytes, blockWeights, scoresBytes, group, blockValues, kvStride, count, headDim);
+      else {
+        decodeBlock(kvEncoding, decoded, blockValues, kvStride, count, headStart, headDim);
+        addValuesBlock(outRows, headBytes, blockWeights, scoresBytes, group, decoded, headBytes, count, headDim);
       }
     }
   }
@@ -417,40 +457,32 @@ export function attention(
 
 /**
  * The scores of the `group` query heads (q rows at qRows, headBytes apart) for one block of
- * `count` cached keys (f32 or f16 rows, kvStride bytes apart), into each head's scores
- * (scoresBytes apart from `scores`). Heads go two at a time, so each key vector loaded feeds both.
+ * `count` f32 keys (kvStride bytes apart), into each head's scores (scoresBytes apart from
+ * `scores`). Heads go two at a time, so each key vector loaded feeds both.
  */
-function scoreBlock(scores: usize, scoresBytes: usize, qRows: usize, headBytes: usize, group: i32, keys: usize, kvStride: usize, count: i32, headDim: i32, kvEncoding: i32, scale: f32): void {
+function scoreBlock(scores: usize, scoresBytes: usize, qRows: usize, headBytes: usize, group: i32, keys: usize, kvStride: usize, count: i32, headDim: i32, scale: f32): void {
   for (let h = 0; h < group; ) {
     const qRow = qRows + <usize>h * headBytes;
     const headScores = scores + <usize>h * scoresBytes;
     const pair = h + 1 < group;
-    if (pair && kvEncoding == KV_F16_FINITE) scoreKeysPair<i16>(headScores, headScores + scoresBytes, qRow, qRow + headBytes, keys, kvStride, count, headDim, scale);
-    else if (pair && kvEncoding == KV_F16) scoreKeysPair<u16>(headScores, headScores + scoresBytes, qRow, qRow + headBytes, keys, kvStride, count, headDim, scale);
-    else if (pair) scoreKeysPair<f32>(headScores, headScores + scoresBytes, qRow, qRow + headBytes, keys, kvStride, count, headDim, scale);
-    else if (kvEncoding == KV_F16_FINITE) scoreKeys<i16>(headScores, qRow, keys, kvStride, count, headDim, scale);
-    else if (kvEncoding == KV_F16) scoreKeys<u16>(headScores, qRow, keys, kvStride, count, headDim, scale);
-    else scoreKeys<f32>(headScores, qRow, keys, kvStride, count, headDim, scale);
+    if (pair) scoreKeysPair(headScores, headScores + scoresBytes, qRow, qRow + headBytes, keys, kvStride, count, headDim, scale);
+    else scoreKeys(headScores, qRow, keys, kvStride, count, headDim, scale);
     h += pair ? 2 : 1;
   }
 }
 
 /**
  * The `group` heads' outputs (at outRows, headBytes apart) += their weights (scoresBytes apart
- * from `weights`) times one block of `count` cached values (f32 or f16 rows, kvStride bytes
- * apart); two heads at a time, as scoreBlock.
+ * from `weights`) times one block of `count` f32 values (kvStride bytes apart); two heads at a
+ * time, as scoreBlock.
  */
-function addValuesBlock(outRows: usize, headBytes: usize, weights: usize, scoresBytes: usize, group: i32, values: usize, kvStride: usize, count: i32, headDim: i32, kvEncoding: i32): void {
+function addValuesBlock(outRows: usize, headBytes: usize, weights: usize, scoresBytes: usize, group: i32, values: usize, kvStride: usize, count: i32, headDim: i32): void {
   for (let h = 0; h < group; ) {
     const outRow = outRows + <usize>h * headBytes;
     const headWeights = weights + <usize>h * scoresBytes;
     const pair = h + 1 < group;
-    if (pair && kvEncoding == KV_F16_FINITE) addWeightedSumPair<i16>(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
-    else if (pair && kvEncoding == KV_F16) addWeightedSumPair<u16>(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
-    else if (pair) addWeightedSumPair<f32>(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
-    else if (kvEncoding == KV_F16_FINITE) addWeightedSum<i16>(outRow, headWeights, values, kvStride, count, headDim);
-    else if (kvEncoding == KV_F16) addWeightedSum<u16>(outRow, headWeights, values, kvStride, count, headDim);
-    else addWeightedSum<f32>(outRow, headWeights, values, kvStride, count, headDim);
+    if (pair) addWeightedSumPair(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
+    else addWeightedSum(outRow, headWeights, values, kvStride, count, headDim);
     h += pair ? 2 : 1;
   }
 }

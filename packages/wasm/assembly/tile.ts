@@ -13,7 +13,6 @@
 //   packed: [blocks] x { scales f32[4], row 0..3 quants i16[32] each } (packTile), or for
 //           F16 / BF16 [cols / 4] x { row 0..3 f32[4] each } (packRowsF32)
 
-import { finiteHalves, halfToFloat, halvesToFloats, upperHalves } from "./half";
 import { NibbleBlock } from "./nibbles";
 
 export const TILE_ROWS = 4;
@@ -204,8 +203,8 @@ export function packRowsF32(rows: usize, cols: i32, packed: usize): void {
  * Packed f32 rows (packRowsF32) · two f32 activation rows xa and xb: f32x4 at
  * outA and outB, lane k = row k's dot product. Each row and activation row
  * accumulates its chunks in order into one vector, summed across lanes at the
- * end, then the last cols % 4 elements from the unpacked rows: dotRows4's
- * arithmetic, so the same bits, with each loaded weight vector feeding two
+ * end, then the last cols % 4 elements from the unpacked rows (the arithmetic
+ * of attention.ts's dotRows4), with each loaded weight vector feeding two
  * products. (Four chunks per loop pass, written out, measured 0.87 x this loop:
  * V8 spills the eight accumulators' inputs.)
  */
@@ -258,51 +257,4 @@ export function minimumsTerm4(mins4: usize, xs: usize, blocks: i32): v128 {
     xs += 4;
   }
   return acc;
-}
-
-/**
- * Four elements at p as f32x4: f32 (T = f32), f16 bits (T = u16), or f16 bits
- * known to hold no infinity or NaN (T = i16, the caller having checked them):
- * five instructions instead of eleven, the same floats for every finite half.
- */
-export function load4<T>(p: usize): v128 {
-  if (sizeof<T>() == 2 && isSigned<T>()) return finiteHalves(upperHalves(v128.load64_zero(p), false));
-  if (sizeof<T>() == 2) return halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(p)));
-  return v128.load(p);
-}
-
-/** One element at p, f32 or f16 bits (T = u16 or i16), as f32. */
-export function load1<T>(p: usize): f32 {
-  if (sizeof<T>() == 2) return halfToFloat(<u32>load<u16>(p));
-  return load<f32>(p);
-}
-
-/** Lane k = q · (the row at k0 + k * stride) over `count` elements: four rows per pass over q. */
-export function dotRows4<T>(q: usize, k0: usize, stride: usize, count: i32): v128 {
-  const k1 = k0 + stride;
-  const k2 = k1 + stride;
-  const k3 = k2 + stride;
-  let a0 = f32x4.splat(0);
-  let a1 = f32x4.splat(0);
-  let a2 = f32x4.splat(0);
-  let a3 = f32x4.splat(0);
-  let i = 0;
-  for (; i + 4 <= count; i += 4) {
-    const o = <usize>i * sizeof<T>();
-    const x = v128.load(q + (<usize>i << 2));
-    a0 = f32x4.add(a0, f32x4.mul(x, load4<T>(k0 + o)));
-    a1 = f32x4.add(a1, f32x4.mul(x, load4<T>(k1 + o)));
-    a2 = f32x4.add(a2, f32x4.mul(x, load4<T>(k2 + o)));
-    a3 = f32x4.add(a3, f32x4.mul(x, load4<T>(k3 + o)));
-  }
-  let sums = sumLanes4f(a0, a1, a2, a3);
-  for (; i < count; i++) {
-    const o = <usize>i * sizeof<T>();
-    let k = f32x4.splat(load1<T>(k0 + o));
-    k = f32x4.replace_lane(k, 1, load1<T>(k1 + o));
-    k = f32x4.replace_lane(k, 2, load1<T>(k2 + o));
-    k = f32x4.replace_lane(k, 3, load1<T>(k3 + o));
-    sums = f32x4.add(sums, f32x4.mul(f32x4.splat(load<f32>(q + (<usize>i << 2))), k));
-  }
-  return sums;
 }

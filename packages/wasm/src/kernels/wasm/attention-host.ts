@@ -85,9 +85,9 @@ export class AttentionHost {
     tokenInts.set(p.positions.subarray(0, tokens));
     tokenInts.set(p.seqIds.subarray(0, tokens), tokens);
     const outAddress = arena.addressOf(out) ?? this.outStage.ensure(tokens * width * 4);
-    // Per thread: f32 scores per position for each query head of a KV head's group, then for a
-    // Q8_0 cache one block of positions of a KV head decoded to f32.
-    const decodedBytes = encodingName === "q8_0" ? DECODED_POSITIONS * headDim * 4 : 0;
+    // Per thread: f32 scores per position for each query head of a KV head's group, then for an
+    // f16 or Q8_0 cache one block of positions of a KV head decoded to f32.
+    const decodedBytes = encodingName === "f32" ? 0 : DECODED_POSITIONS * headDim * 4;
     const scoresStride = Math.ceil((slotLength * 4 * (numHeads / numKVHeads) + decodedBytes) / 64) * 64;
     const scores = this.scores.ensure(scoresStride * ctx.pool.threads);
 
@@ -129,7 +129,7 @@ export class AttentionHost {
   }
 }
 
-/** Positions per block of attention's passes (assembly/attention.ts's POSITION_BLOCK): a Q8_0 cache's block is decoded to f32 in the thread's scratch. */
+/** Positions per block of attention's passes (assembly/attention.ts's POSITION_BLOCK): an f16 or Q8_0 cache's block is decoded to f32 in the thread's scratch. */
 const DECODED_POSITIONS = 64;
 
 function checkCount(name: string, value: number, least: number): void {

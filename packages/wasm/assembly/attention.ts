@@ -129,8 +129,8 @@ function dotRows4(q: usize, k0: usize, stride: usize, count: i32): v128 {
   let a3 = f32x4.splat(0);
   let i = 0;
   for (; i + 4 <= count; i += 4) {
-    const o = <usize>i * 4;
-    const x = v128.load(q + (<usize>i << 2));
+    const o = <usize>i << 2;
+    const x = v128.load(q + o);
     a0 = f32x4.add(a0, f32x4.mul(x, v128.load(k0 + o)));
     a1 = f32x4.add(a1, f32x4.mul(x, v128.load(k1 + o)));
     a2 = f32x4.add(a2, f32x4.mul(x, v128.load(k2 + o)));
@@ -138,8 +138,8 @@ function dotRows4(q: usize, k0: usize, stride: usize, count: i32): v128 {
   }
   let sums = sumLanes4f(a0, a1, a2, a3);
   for (; i < count; i++) {
-    const o = <usize>i * 4;
-    sums = f32x4.add(sums, f32x4.mul(f32x4.splat(load<f32>(q + (<usize>i << 2))), column4(k0, k1, k2, k3, o)));
+    const o = <usize>i << 2;
+    sums = f32x4.add(sums, f32x4.mul(f32x4.splat(load<f32>(q + o)), column4(k0, k1, k2, k3, o)));
   }
   return sums;
 }
@@ -164,8 +164,8 @@ function addWeightedSum(out: usize, weights: usize, v: usize, stride: usize, n: 
     let a1 = v128.load(at, 16);
     let a2 = v128.load(at, 32);
     let a3 = v128.load(at, 48);
-    let row = v + <usize>d * 4;
-    const e = 4 * 4; // bytes of four elements
+    let row = v + (<usize>d << 2);
+    const e: usize = 16; // bytes of four f32
     for (let j = 0; j < n; j++) {
       const w = v128.load32_splat(weights + (<usize>j << 2));
       a0 = f32x4.add(a0, f32x4.mul(w, v128.load(row)));
@@ -182,7 +182,7 @@ function addWeightedSum(out: usize, weights: usize, v: usize, stride: usize, n: 
   for (; d + 4 <= count; d += 4) {
     const at = out + (<usize>d << 2);
     let a0 = v128.load(at);
-    let row = v + <usize>d * 4;
+    let row = v + (<usize>d << 2);
     for (let j = 0; j < n; j++) {
       a0 = f32x4.add(a0, f32x4.mul(v128.load32_splat(weights + (<usize>j << 2)), v128.load(row)));
       row += stride;
@@ -192,7 +192,7 @@ function addWeightedSum(out: usize, weights: usize, v: usize, stride: usize, n: 
   for (; d < count; d++) {
     const at = out + (<usize>d << 2);
     let sum = load<f32>(at);
-    let row = v + <usize>d * 4;
+    let row = v + (<usize>d << 2);
     for (let j = 0; j < n; j++) {
       sum += load<f32>(weights + (<usize>j << 2)) * load<f32>(row);
       row += stride;
@@ -220,8 +220,8 @@ function addWeightedSumPair(out0: usize, out1: usize, weights0: usize, weights1:
     let b1 = v128.load(at1, 16);
     let b2 = v128.load(at1, 32);
     let b3 = v128.load(at1, 48);
-    let row = v + <usize>d * 4;
-    const e = 4 * 4; // bytes of four elements
+    let row = v + (<usize>d << 2);
+    const e: usize = 16; // bytes of four f32
     for (let j = 0; j < n; j++) {
       const wa = v128.load32_splat(weights0 + (<usize>j << 2));
       const wb = v128.load32_splat(weights1 + (<usize>j << 2));
@@ -249,7 +249,7 @@ function addWeightedSumPair(out0: usize, out1: usize, weights0: usize, weights1:
     v128.store(at1, b3, 48);
   }
   // The last count % 16 elements one head at a time (each element's sum is its own).
-  const rest = v + <usize>d * 4;
+  const rest = v + (<usize>d << 2);
   addWeightedSum(out0 + (<usize>d << 2), weights0, rest, stride, n, count - d);
   addWeightedSum(out1 + (<usize>d << 2), weights1, rest, stride, n, count - d);
 }
@@ -276,9 +276,9 @@ function scoreKeysPair(scores0: usize, scores1: usize, q0: usize, q1: usize, key
     let b3 = a0;
     let i = 0;
     for (; i + 4 <= headDim; i += 4) {
-      const o = <usize>i * 4;
-      const x = v128.load(q0 + (<usize>i << 2));
-      const y = v128.load(q1 + (<usize>i << 2));
+      const o = <usize>i << 2;
+      const x = v128.load(q0 + o);
+      const y = v128.load(q1 + o);
       const r0 = v128.load(k0 + o);
       const r1 = v128.load(k1 + o);
       const r2 = v128.load(k2 + o);
@@ -295,10 +295,10 @@ function scoreKeysPair(scores0: usize, scores1: usize, q0: usize, q1: usize, key
     let sums0 = sumLanes4f(a0, a1, a2, a3);
     let sums1 = sumLanes4f(b0, b1, b2, b3);
     for (; i < headDim; i++) {
-      const o = <usize>i * 4;
+      const o = <usize>i << 2;
       const k = column4(k0, k1, k2, k3, o);
-      sums0 = f32x4.add(sums0, f32x4.mul(f32x4.splat(load<f32>(q0 + (<usize>i << 2))), k));
-      sums1 = f32x4.add(sums1, f32x4.mul(f32x4.splat(load<f32>(q1 + (<usize>i << 2))), k));
+      sums0 = f32x4.add(sums0, f32x4.mul(f32x4.splat(load<f32>(q0 + o)), k));
+      sums1 = f32x4.add(sums1, f32x4.mul(f32x4.splat(load<f32>(q1 + o)), k));
     }
     v128.store(scores0 + (<usize>j << 2), f32x4.mul(sums0, f32x4.splat(scale)));
     v128.store(scores1 + (<usize>j << 2), f32x4.mul(sums1, f32x4.splat(scale)));
@@ -360,7 +360,7 @@ function softmaxInPlace(scores: usize, n: i32): void {
 
 /**
  * Positions per block: one block's keys or values of a KV head (64 x headDim
- * elements; from a Q8_0 cache, decoded to f32 first) stay in the L1 cache while
+ * elements; from an f16 or Q8_0 cache, decoded to f32 first) stay in the L1 cache while
  * every query head of its group reads them, so the cache is read from memory
  * once per token. src/kernels/wasm/attention-host.ts sizes the decoded block by it.
  */
@@ -369,8 +369,8 @@ const POSITION_BLOCK = 64;
 /**
  * Items are (token, KV head) pairs, item = token * numKVHeads + kvHead: each
  * computes the query heads that share the KV head (numHeads / numKVHeads of
- * them). scores: this thread's scratch of group * slotLength f32, then for a
- * Q8_0 cache POSITION_BLOCK * headDim f32 for a block's decoded rows. Items are
+ * them). scores: this thread's scratch of group * slotLength f32, then for an
+ * f16 or Q8_0 cache POSITION_BLOCK * headDim f32 for a block's decoded rows. Items are
  * taken itemStart, itemStart + itemStep, ... below itemEnd: threads interleave
  * their items, so each gets as many early (short) as late (long) positions.
  */
@@ -402,7 +402,7 @@ export function attention(
   const headBytes = <usize>headDim * 4; // of q and out
   const kvHeadBytes: usize = q8 ? 0 : <usize>headDim * (kvEncoding == KV_F16 ? 2 : 4);
   const scoresBytes = <usize>slotLength * 4; // one query head's scores
-  const decoded = scores + <usize>group * scoresBytes; // Q8_0: a block of keys or values as f32
+  const decoded = scores + <usize>group * scoresBytes; // f16 / Q8_0: a block of keys or values as f32
   for (let item = itemStart; item < itemEnd; item += itemStep) {
     const t = item / numKVHeads;
     const kvHead = item % numKVHeads;

@@ -319,11 +319,8 @@ function scoreKeys(scores: usize, q: usize, keys: usize, stride: usize, n: i32, 
   for (; j < n; j++) store<f32>(scores + (<usize>j << 2), dotKey(q, keys + <usize>j * stride, headDim) * scale);
 }
 
-/**
- * Softmax in place over scores[0..n) (f32): the weights that sum to one.
- * The maximum is subtracted first, so every exponent is <= 0.
- */
-function softmaxInPlace(scores: usize, n: i32): void {
+/** The largest of scores[0..n) (f32). */
+function maxOf(scores: usize, n: i32): f32 {
   let best = f32x4.splat(-Infinity);
   let j = 0;
   for (; j + 4 <= n; j += 4) best = f32x4.max(best, v128.load(scores + (<usize>j << 2)));
@@ -331,10 +328,16 @@ function softmaxInPlace(scores: usize, n: i32): void {
   best = f32x4.max(best, i32x4.shuffle(best, best, 1, 0, 3, 2));
   let top = f32x4.extract_lane(best, 0);
   for (; j < n; j++) top = max(top, load<f32>(scores + (<usize>j << 2)));
+  return top;
+}
+
+/** scores[j] = e^(scores[j] - top) in place over [0, n); returns their sum. */
+function exponentiate(scores: usize, n: i32, top: f32): f32 {
   const topVector = f32x4.splat(top);
   let total = f32x4.splat(0);
   const whole = n & ~3;
-  for (j = 0; j < whole; j += 4) {
+  let j = 0;
+  for (; j < whole; j += 4) {
     const at = scores + (<usize>j << 2);
     const e = exp4(f32x4.sub(v128.load(at), topVector));
     v128.store(at, e);
@@ -347,15 +350,29 @@ function softmaxInPlace(scores: usize, n: i32): void {
     store<f32>(at, e);
     sum += e;
   }
-  const inverse: f32 = 1 / sum;
-  for (j = 0; j + 4 <= n; j += 4) {
-    const at = scores + (<usize>j << 2);
-    v128.store(at, f32x4.mul(v128.load(at), f32x4.splat(inverse)));
+  return sum;
+}
+
+/** values[0..n) (f32) *= factor. */
+function scaleInPlace(values: usize, n: i32, factor: f32): void {
+  let j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const at = values + (<usize>j << 2);
+    v128.store(at, f32x4.mul(v128.load(at), f32x4.splat(factor)));
   }
   for (; j < n; j++) {
-    const at = scores + (<usize>j << 2);
-    store<f32>(at, load<f32>(at) * inverse);
+    const at = values + (<usize>j << 2);
+    store<f32>(at, load<f32>(at) * factor);
   }
+}
+
+/**
+ * Softmax in place over scores[0..n) (f32): the weights that sum to one.
+ * The maximum is subtracted first, so every exponent is <= 0.
+ */
+function softmaxInPlace(scores: usize, n: i32): void {
+  const sum = exponentiate(scores, n, maxOf(scores, n));
+  scaleInPlace(scores, n, 1 / sum);
 }
 
 /**
@@ -365,6 +382,22 @@ function softmaxInPlace(scores: usize, n: i32): void {
  * once per token. src/kernels/wasm/attention-host.ts sizes the decoded block by it.
  */
 const POSITION_BLOCK = 64;
+
+/**
+ * Positions per chunk. A token that sees more positions than this has them
+ * split into chunks, each its own item, so that threads share even a single
+ * token's attention (decode, with fewer KV heads than threads or not a
+ * multiple of them); each chunk leaves a partial record, which
+ * attentionCombine merges. The split depends on the positions alone, not on
+ * the threads, so every thread count gives the same bits.
+ * src/kernels/wasm/attention-host.ts counts chunks by it.
+ */
+const CHUNK_POSITIONS = 512;
+
+/** Bytes of a chunk's partial record for one query head: the unnormalized sum of weighted values f32[headDim], then the chunk's largest score and the sum of its e^(score - largest), padded to 16 bytes. */
+function partialRecordBytes(headDim: i32): usize {
+  return <usize>headDim * 4 + 16;
+}
 
 /**
  * Items are (token, KV head) pairs, item = token * numKVHeads + kvHead: each
@@ -393,6 +426,8 @@ export function attention(
   itemEnd: i32,
   itemStep: i32,
   kvEncoding: i32,
+  partials: usize,
+  chunks: i32,
 ): void {
   const group = numHeads / numKVHeads;
   const kvDim = numKVHeads * headDim;
@@ -403,20 +438,31 @@ export function attention(
   const kvHeadBytes: usize = q8 ? 0 : <usize>headDim * (kvEncoding == KV_F16 ? 2 : 4);
   const scoresBytes = <usize>slotLength * 4; // one query head's scores
   const decoded = scores + <usize>group * scoresBytes; // f16 / Q8_0: a block of keys or values as f32
+  const recordBytes = partialRecordBytes(headDim);
   for (let item = itemStart; item < itemEnd; item += itemStep) {
-    const t = item / numKVHeads;
-    const kvHead = item % numKVHeads;
+    const chunk = item % chunks;
+    const t = item / chunks / numKVHeads;
+    const kvHead = (item / chunks) % numKVHeads;
     const position = load<i32>(positions + (<usize>t << 2));
     const slot = load<i32>(seqIds + (<usize>t << 2));
     const first = window > 0 ? max(0, position - window + 1) : 0;
-    const n = position - first + 1;
+    const visible = position - first + 1;
+    const chunkCount = (visible + CHUNK_POSITIONS - 1) / CHUNK_POSITIONS;
+    if (chunk >= chunkCount) continue;
+    // This item's positions: [start, start + n) of the visible ones.
+    const start = chunk * CHUNK_POSITIONS;
+    const n = min(CHUNK_POSITIONS, visible - start);
     // The group's query heads are consecutive: heads kvHead * group .. + group - 1.
-    const qRows = q + (<usize>t * <usize>numHeads + <usize>kvHead * <usize>group) * headBytes;
-    const outRows = out + (<usize>t * <usize>numHeads + <usize>kvHead * <usize>group) * headBytes;
+    const firstHead = <usize>t * <usize>numHeads + <usize>kvHead * <usize>group;
+    const qRows = q + firstHead * headBytes;
+    // Outputs: the heads' rows of out when one chunk covers the token, else their partial records.
+    const whole = chunkCount == 1;
+    const outRows = whole ? out + firstHead * headBytes : partials + (firstHead * <usize>chunks + <usize>chunk) * recordBytes;
+    const outStride = whole ? headBytes : <usize>chunks * recordBytes;
     const headOffset = <usize>kvHead * kvHeadBytes;
     const headStart = kvHead * headDim; // element of the row where this KV head starts (Q8_0)
-    const slotKeys = keys + (<usize>slot * <usize>slotLength + <usize>first) * kvStride + headOffset;
-    const slotValues = values + (<usize>slot * <usize>slotLength + <usize>first) * kvStride + headOffset;
+    const slotKeys = keys + (<usize>slot * <usize>slotLength + <usize>(first + start)) * kvStride + headOffset;
+    const slotValues = values + (<usize>slot * <usize>slotLength + <usize>(first + start)) * kvStride + headOffset;
 
     // Scores of every query head of the group, a block of positions at a time.
     for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
@@ -437,21 +483,74 @@ export function attention(
           store<f32>(at, <f32>(<f64>softcap * Math.tanh(<f64>load<f32>(at) / <f64>softcap)));
         }
       }
-      softmaxInPlace(headScores, n);
+      if (whole) softmaxInPlace(headScores, n);
+      else {
+        // e^(score - the chunk's largest), unnormalized: attentionCombine rescales each chunk.
+        const record = outRows + <usize>h * outStride + headBytes;
+        const top = maxOf(headScores, n);
+        store<f32>(record, top);
+        store<f32>(record, exponentiate(headScores, n, top), 4);
+      }
     }
     // The weighted sums of the values, a block of positions at a time, each head's running sums
     // continuing from block to block.
-    memory.fill(outRows, 0, <usize>group * headBytes);
+    for (let h = 0; h < group; h++) memory.fill(outRows + <usize>h * outStride, 0, headBytes);
     for (let j0 = 0; j0 < n; j0 += POSITION_BLOCK) {
       const blockValues = slotValues + <usize>j0 * kvStride;
       const count = min(POSITION_BLOCK, n - j0);
       const blockWeights = scores + (<usize>j0 << 2);
-      if (kvEncoding == KV_F32) addValuesBlock(outRows, headBytes, blockWeights, scoresBytes, group, blockValues, kvStride, count, headDim);
+      if (kvEncoding == KV_F32) addValuesBlock(outRows, outStride, blockWeights, scoresBytes, group, blockValues, kvStride, count, headDim);
       else {
         decodeBlock(kvEncoding, decoded, blockValues, kvStride, count, headStart, headDim);
-        addValuesBlock(outRows, headBytes, blockWeights, scoresBytes, group, decoded, headBytes, count, headDim);
+        addValuesBlock(outRows, outStride, blockWeights, scoresBytes, group, decoded, headBytes, count, headDim);
       }
     }
+  }
+}
+
+/**
+ * Merges the partial records of every token whose visible positions span more
+ * than one chunk into its rows of out: with M the largest of the chunks' largest
+ * scores, out = sum_c e^(max_c - M) o_c / sum_c e^(max_c - M) s_c, in chunk order.
+ * Runs on one thread after the chunks (a few multiplies per output element).
+ */
+export function attentionCombine(out: usize, partials: usize, positions: usize, tokens: i32, numHeads: i32, headDim: i32, window: i32, chunks: i32): void {
+  const headBytes = <usize>headDim * 4;
+  const recordBytes = partialRecordBytes(headDim);
+  for (let t = 0; t < tokens; t++) {
+    const position = load<i32>(positions + (<usize>t << 2));
+    const first = window > 0 ? max(0, position - window + 1) : 0;
+    const chunkCount = (position - first + CHUNK_POSITIONS) / CHUNK_POSITIONS;
+    if (chunkCount == 1) continue;
+    for (let h = 0; h < numHeads; h++) {
+      const head = <usize>t * <usize>numHeads + <usize>h;
+      const records = partials + head * <usize>chunks * recordBytes;
+      const row = out + head * headBytes;
+      let top: f32 = -Infinity;
+      for (let c = 0; c < chunkCount; c++) top = max(top, load<f32>(records + <usize>c * recordBytes + headBytes));
+      let total: f32 = 0;
+      memory.fill(row, 0, headBytes);
+      for (let c = 0; c < chunkCount; c++) {
+        const record = records + <usize>c * recordBytes;
+        const weight = f32x4.extract_lane(exp4(f32x4.splat(load<f32>(record + headBytes) - top)), 0);
+        total += weight * load<f32>(record + headBytes, 4);
+        addScaled(row, record, weight, headDim);
+      }
+      scaleInPlace(row, headDim, 1 / total);
+    }
+  }
+}
+
+/** out[0..count) += weight * v[0..count) (f32). */
+function addScaled(out: usize, v: usize, weight: f32, count: i32): void {
+  let d = 0;
+  for (; d + 4 <= count; d += 4) {
+    const o = <usize>d << 2;
+    v128.store(out + o, f32x4.add(v128.load(out + o), f32x4.mul(v128.load(v + o), f32x4.splat(weight))));
+  }
+  for (; d < count; d++) {
+    const o = <usize>d << 2;
+    store<f32>(out + o, load<f32>(out + o) + load<f32>(v + o) * weight);
   }
 }
 
@@ -472,16 +571,16 @@ function scoreBlock(scores: usize, scoresBytes: usize, qRows: usize, headBytes: 
 }
 
 /**
- * The `group` heads' outputs (at outRows, headBytes apart) += their weights (scoresBytes apart
- * from `weights`) times one block of `count` f32 values (kvStride bytes apart); two heads at a
- * time, as scoreBlock.
+ * The `group` heads' outputs (at outRows, outStride bytes apart) += their weights (scoresBytes
+ * apart from `weights`) times one block of `count` f32 values (kvStride bytes apart); two heads
+ * at a time, as scoreBlock.
  */
-function addValuesBlock(outRows: usize, headBytes: usize, weights: usize, scoresBytes: usize, group: i32, values: usize, kvStride: usize, count: i32, headDim: i32): void {
+function addValuesBlock(outRows: usize, outStride: usize, weights: usize, scoresBytes: usize, group: i32, values: usize, kvStride: usize, count: i32, headDim: i32): void {
   for (let h = 0; h < group; ) {
-    const outRow = outRows + <usize>h * headBytes;
+    const outRow = outRows + <usize>h * outStride;
     const headWeights = weights + <usize>h * scoresBytes;
     const pair = h + 1 < group;
-    if (pair) addWeightedSumPair(outRow, outRow + headBytes, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
+    if (pair) addWeightedSumPair(outRow, outRow + outStride, headWeights, headWeights + scoresBytes, values, kvStride, count, headDim);
     else addWeightedSum(outRow, headWeights, values, kvStride, count, headDim);
     h += pair ? 2 : 1;
   }

@@ -18,6 +18,7 @@ const SHAPES = [
   { numHeads: 3, numKVHeads: 3, headDim: 36, slots: 2, slotLength: 17, window: 5, softcap: 0 }, // 36: a 4-element tail
   { numHeads: 4, numKVHeads: 1, headDim: 10, slots: 1, slotLength: 40, window: 0, softcap: 30 }, // 10: scalar tails
   { numHeads: 6, numKVHeads: 2, headDim: 20, slots: 2, slotLength: 150, window: 0, softcap: 0 }, // 150 positions: several blocks
+  { numHeads: 6, numKVHeads: 2, headDim: 20, slots: 2, slotLength: 1100, window: 0, softcap: 0 }, // 1099 positions: three chunks
 ];
 
 /** f16 rounding: relative 2^-11 for normal halves, absolute 2^-25 below 2^-14 (subnormals). */
@@ -198,6 +199,7 @@ const Q8_SHAPES = [
   { numHeads: 4, numKVHeads: 2, headDim: 48, slots: 1, slotLength: 20, window: 0, softcap: 30 },
   { numHeads: 16, numKVHeads: 16, headDim: 6, slots: 2, slotLength: 12, window: 0, softcap: 0 },
   { numHeads: 6, numKVHeads: 2, headDim: 16, slots: 2, slotLength: 150, window: 100, softcap: 0 }, // a window across blocks
+  { numHeads: 6, numKVHeads: 2, headDim: 16, slots: 2, slotLength: 1100, window: 700, softcap: 0 }, // a window across chunks
 ];
 
 /**

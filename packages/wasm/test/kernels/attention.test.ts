@@ -27,6 +27,11 @@ const SHAPES: Shape[] = [
   // slot 2's a window of 100 crossing a block edge; three query heads share each KV head.
   { numHeads: 6, numKVHeads: 2, headDim: 20, slots: 3, slotLength: 151, window: 0, softcap: 0 },
   { numHeads: 6, numKVHeads: 2, headDim: 20, slots: 3, slotLength: 151, window: 100, softcap: 0 },
+  // Past the kernel's 512-position chunks, which threads take apart and attentionCombine merges:
+  // slot 1's token reads 1199 positions (chunks of 512, 512, 175), slot 2's a window of 600 across
+  // a chunk edge; the prefill tokens of slot 0 stay within one chunk in the same call.
+  { numHeads: 9, numKVHeads: 3, headDim: 20, slots: 3, slotLength: 1200, window: 0, softcap: 0 },
+  { numHeads: 4, numKVHeads: 1, headDim: 36, slots: 3, slotLength: 1200, window: 600, softcap: 30 },
 ];
 
 /** A batch: 5 prefill tokens of slot 0 at positions 3..7, and one decode token per other slot. */
@@ -89,6 +94,43 @@ for (const threads of [1, 2, 3]) {
     }
   });
 }
+
+describe("wasm attention: chunks of positions", () => {
+  it("a token split into chunks gives the same bits at 1, 2, 3 and 4 threads", async () => {
+    const shape = { numHeads: 9, numKVHeads: 3, headDim: 64, slotLength: 1200, window: 0, softcap: 0 };
+    const next = random(4242);
+    const cacheFloats = shape.slotLength * shape.numKVHeads * shape.headDim;
+    const keys = Float32Array.from({ length: cacheFloats }, () => next() * 2 - 1);
+    const values = Float32Array.from({ length: cacheFloats }, () => next() * 2 - 1);
+    // Decode at 1151 positions (three chunks), a token of two chunks and short ones beside them.
+    const positions = Int32Array.of(1150, 0, 1, 600);
+    const params: AttentionParams = { ...shape, tokens: positions.length, positions, seqIds: new Int32Array(positions.length), scale: 0.125 };
+    const q = Float32Array.from({ length: positions.length * shape.numHeads * shape.headDim }, () => (next() * 2 - 1) * 3);
+    const outputs: Float32Array[] = [];
+    for (const threads of [1, 2, 3, 4]) {
+      const kernels = await createWasmKernels({ threads, minBytesPerThread: 0 });
+      try {
+        const out = new Float32Array(q.length).fill(NaN);
+        kernels.attention!(out, q, keys, values, params);
+        outputs.push(out);
+      } finally {
+        await kernels.dispose?.();
+      }
+    }
+    for (const out of outputs.slice(1)) assert.deepEqual(out, outputs[0]);
+    const expected = new Float32Array(q.length);
+    referenceAttention(expected, q, keys, values, params);
+    for (let t = 0; t < params.tokens; t++) {
+      for (let h = 0; h < shape.numHeads; h++) {
+        const allowed = bound(q, keys, values, params, t, h);
+        for (let d = 0; d < shape.headDim; d++) {
+          const i = (t * shape.numHeads + h) * shape.headDim + d;
+          assert.ok(Math.abs(outputs[0]![i]! - expected[i]!) <= allowed, `token ${t} head ${h} dim ${d}`);
+        }
+      }
+    }
+  });
+});
 
 describe("wasm attention: staging and bad input", () => {
   let kernels: Kernels;

@@ -6,7 +6,9 @@
  * from the earliest visible to the latest position) copied into a staging
  * copy first: a plain copy at memory speed, much cheaper than the float64
  * reference attention it replaces, though reading in place is best. An f16 or
- * Q8_0 cache is read as such and widened to f32 in SIMD.
+ * Q8_0 cache is read as such and decoded to f32 a block at a time in SIMD. A
+ * token that sees more than 512 positions has them split into chunks that
+ * threads take apart, merged after (attentionCombine).
  */
 import { InferenceError } from "@infer/core";
 import { kvBytes } from "../kv-codec.js";
@@ -20,6 +22,7 @@ export class AttentionHost {
   private readonly outStage: Scratch;
   private readonly tokenStage: Scratch;
   private readonly scores: Scratch;
+  private readonly partials: Scratch;
   private readonly keyStage: Scratch;
   private readonly valueStage: Scratch;
   /** [slots * 2]: per cache slot, the first and last position this call reads (reused across calls). */
@@ -31,6 +34,7 @@ export class AttentionHost {
     this.outStage = ctx.scratch();
     this.tokenStage = ctx.scratch();
     this.scores = ctx.scratch();
+    this.partials = ctx.scratch();
     this.keyStage = ctx.scratch();
     this.valueStage = ctx.scratch();
   }
@@ -64,6 +68,7 @@ export class AttentionHost {
       throw new InferenceError("INTERNAL", `attention: q and out need ${tokens * width} floats`);
     }
     let visible = 0; // cached positions read, over all tokens
+    let widest = 0; // most positions one token sees
     for (let t = 0; t < tokens; t++) {
       const position = p.positions[t]!;
       const seq = p.seqIds[t]!;
@@ -73,8 +78,12 @@ export class AttentionHost {
           `attention: token ${t} at position ${position} of slot ${seq} is outside the cache (${slots} slots x ${slotLength})`,
         );
       }
-      visible += window > 0 ? Math.min(position + 1, window) : position + 1;
+      const seen = window > 0 ? Math.min(position + 1, window) : position + 1;
+      visible += seen;
+      widest = Math.max(widest, seen);
     }
+    // Items: (token, KV head, chunk of positions); a token's chunks beyond the first leave partial records.
+    const chunks = Math.ceil(widest / CHUNK_POSITIONS);
 
     const rowBytes = kvBytes(encodingName, numKVHeads * headDim); // per cached position
     const keysAddress = arena.addressOf(keys) ?? this.stageCache(keys, this.keyStage, p, slots, rowBytes);
@@ -96,8 +105,10 @@ export class AttentionHost {
     const args = this.args.clear().add(outAddress).add(qAddress).add(keysAddress).add(valuesAddress);
     args.add(tokenAddress).add(tokenAddress + tokens * 4).add(numHeads).add(numKVHeads).add(headDim).add(slotLength);
     args.add(floatToBits(p.scale)).add(window).add(floatToBits(p.softcap)).add(scores).add(scoresStride);
-    args.add(tokens * numKVHeads).add(encoding);
+    const partials = chunks > 1 ? this.partials.ensure(tokens * numHeads * chunks * (headDim * 4 + 16)) : 0;
+    args.add(tokens * numKVHeads * chunks).add(encoding).add(partials).add(chunks);
     ctx.pool.run(Op.ATTENTION, args, ctx.threadsFor(work));
+    if (chunks > 1) ctx.exports.attentionCombine(outAddress, partials, tokenAddress, tokens, numHeads, headDim, window, chunks);
     ctx.copyOut(out, outAddress, tokens * width);
   }
 
@@ -128,6 +139,9 @@ export class AttentionHost {
     return address;
   }
 }
+
+/** Positions per chunk (assembly/attention.ts's CHUNK_POSITIONS): a token that sees more is split into chunks that threads take apart. */
+const CHUNK_POSITIONS = 512;
 
 /** Positions per block of attention's passes (assembly/attention.ts's POSITION_BLOCK): an f16 or Q8_0 cache's block is decoded to f32 in the thread's scratch. */
 const DECODED_POSITIONS = 64;

@@ -55,7 +55,10 @@ export interface KernelExports {
     itemEnd: number,
     itemStep: number,
     kvEncoding: number,
+    partials: number,
+    chunks: number,
   ): void;
+  attentionCombine(out: number, partials: number, positions: number, tokens: number, numHeads: number, headDim: number, window: number, chunks: number): void;
 }
 
 /** Int32 slots of the control block. */
@@ -121,8 +124,10 @@ export const Op = {
   /**
    * args: out, q, keys, values, positions, seqIds, numHeads, numKVHeads, headDim,
    * slotLength, scale (float bits), window, softcap (float bits), scores, scoresStride,
-   * items, kvEncoding (0 f32, 1 f16, 2 Q8_0; see KVBuffer) — items (token x KV head, each with
-   * the query heads that share it) split across threads; thread i's scratch at scores + i * scoresStride.
+   * items, kvEncoding (0 f32, 1 f16, 2 Q8_0; see KVBuffer), partials, chunks — items (token x KV
+   * head x chunk of positions, each with the query heads that share the KV head) split across
+   * threads; thread i's scratch at scores + i * scoresStride; chunks past a token's first write
+   * partial records, merged by attentionCombine after the job.
    */
   ATTENTION: 2,
   /**
@@ -307,6 +312,8 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         items,
         threads,
         control[a + 16]!,
+        control[a + 17]! >>> 0,
+        control[a + 18]!,
       );
       return;
     }

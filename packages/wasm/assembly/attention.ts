@@ -400,10 +400,13 @@ function partialRecordBytes(headDim: i32): usize {
 }
 
 /**
- * Items are (token, KV head) pairs, item = token * numKVHeads + kvHead: each
- * computes the query heads that share the KV head (numHeads / numKVHeads of
- * them). scores: this thread's scratch of group * slotLength f32, then for an
- * f16 or Q8_0 cache POSITION_BLOCK * headDim f32 for a block's decoded rows. Items are
+ * Items are (token, KV head, chunk) triples, item = (token * numKVHeads +
+ * kvHead) * chunks + chunk: each computes, over the chunk's positions, the
+ * query heads that share the KV head (numHeads / numKVHeads of them); a chunk
+ * past the token's last does nothing. scores: this thread's scratch of
+ * group * min(slotLength, CHUNK_POSITIONS) f32, then for an f16 or Q8_0 cache
+ * POSITION_BLOCK * headDim f32 for a block's decoded rows. partials: the
+ * chunks' records, [tokens][numHeads][chunks] of partialRecordBytes. Items are
  * taken itemStart, itemStart + itemStep, ... below itemEnd: threads interleave
  * their items, so each gets as many early (short) as late (long) positions.
  */
@@ -436,7 +439,7 @@ export function attention(
   const kvStride: usize = q8 ? <usize>(kvDim / Q8_BLOCK) * Q8_BLOCK_BYTES : <usize>kvDim * (kvEncoding == KV_F16 ? 2 : 4);
   const headBytes = <usize>headDim * 4; // of q and out
   const kvHeadBytes: usize = q8 ? 0 : <usize>headDim * (kvEncoding == KV_F16 ? 2 : 4);
-  const scoresBytes = <usize>slotLength * 4; // one query head's scores
+  const scoresBytes = <usize>min(slotLength, CHUNK_POSITIONS) * 4; // one query head's scores (an item scores one chunk)
   const decoded = scores + <usize>group * scoresBytes; // f16 / Q8_0: a block of keys or values as f32
   const recordBytes = partialRecordBytes(headDim);
   for (let item = itemStart; item < itemEnd; item += itemStep) {

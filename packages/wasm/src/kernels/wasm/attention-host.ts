@@ -94,10 +94,10 @@ export class AttentionHost {
     tokenInts.set(p.positions.subarray(0, tokens));
     tokenInts.set(p.seqIds.subarray(0, tokens), tokens);
     const outAddress = arena.addressOf(out) ?? this.outStage.ensure(tokens * width * 4);
-    // Per thread: f32 scores per position for each query head of a KV head's group, then for an
-    // f16 or Q8_0 cache one block of positions of a KV head decoded to f32.
+    // Per thread: f32 scores of one chunk of positions for each query head of a KV head's group,
+    // then for an f16 or Q8_0 cache one block of positions of a KV head decoded to f32.
     const decodedBytes = encodingName === "f32" ? 0 : DECODED_POSITIONS * headDim * 4;
-    const scoresStride = Math.ceil((slotLength * 4 * (numHeads / numKVHeads) + decodedBytes) / 64) * 64;
+    const scoresStride = Math.ceil((Math.min(slotLength, CHUNK_POSITIONS) * 4 * (numHeads / numKVHeads) + decodedBytes) / 64) * 64;
     const scores = this.scores.ensure(scoresStride * ctx.pool.threads);
 
     // Bytes of keys and values the query heads consume (each group reads its KV head's from memory once).

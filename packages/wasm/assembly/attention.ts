@@ -379,7 +379,7 @@ function softmaxInPlace(scores: usize, n: i32): void {
  * Positions per block: one block's keys or values of a KV head (64 x headDim
  * elements; from an f16 or Q8_0 cache, decoded to f32 first) stay in the L1 cache while
  * every query head of its group reads them, so the cache is read from memory
- * once per token. src/kernels/wasm/attention-host.ts sizes the decoded block by it.
+ * once per token.
  */
 const POSITION_BLOCK = 64;
 
@@ -390,13 +390,31 @@ const POSITION_BLOCK = 64;
  * multiple of them); each chunk leaves a partial record, which
  * attentionCombine merges. The split depends on the positions alone, not on
  * the threads, so every thread count gives the same bits.
- * src/kernels/wasm/attention-host.ts counts chunks by it.
  */
 const CHUNK_POSITIONS = 512;
 
 /** Bytes of a chunk's partial record for one query head: the unnormalized sum of weighted values f32[headDim], then the chunk's largest score and the sum of its e^(score - largest), padded to 16 bytes. */
 function partialRecordBytes(headDim: i32): usize {
   return <usize>headDim * 4 + 16;
+}
+
+/** Chunks a token that sees `positions` cached positions is split into (1 within CHUNK_POSITIONS). */
+export function attentionChunks(positions: i32): i32 {
+  return (positions + CHUNK_POSITIONS - 1) / CHUNK_POSITIONS;
+}
+
+/**
+ * Bytes of one thread's scratch for attention (its `scores`): f32 scores of one
+ * chunk for each of a group's query heads, then for an f16 or Q8_0 cache one
+ * block of positions of a KV head decoded to f32.
+ */
+export function attentionScratchBytes(slotLength: i32, group: i32, headDim: i32, kvEncoding: i32): i32 {
+  return min(slotLength, CHUNK_POSITIONS) * 4 * group + (kvEncoding == KV_F32 ? 0 : POSITION_BLOCK * headDim * 4);
+}
+
+/** Bytes of one partial record (partialRecordBytes): attention's `partials` holds [tokens][numHeads][chunks] of them. */
+export function attentionRecordBytes(headDim: i32): i32 {
+  return <i32>partialRecordBytes(headDim);
 }
 
 /**
@@ -450,7 +468,7 @@ export function attention(
     const slot = load<i32>(seqIds + (<usize>t << 2));
     const first = window > 0 ? max(0, position - window + 1) : 0;
     const visible = position - first + 1;
-    const chunkCount = (visible + CHUNK_POSITIONS - 1) / CHUNK_POSITIONS;
+    const chunkCount = attentionChunks(visible);
     if (chunk >= chunkCount) continue;
     // This item's positions: [start, start + n) of the visible ones.
     const start = chunk * CHUNK_POSITIONS;
@@ -523,7 +541,7 @@ export function attentionCombine(out: usize, partials: usize, positions: usize, 
   for (let t = 0; t < tokens; t++) {
     const position = load<i32>(positions + (<usize>t << 2));
     const first = window > 0 ? max(0, position - window + 1) : 0;
-    const chunkCount = (position - first + CHUNK_POSITIONS) / CHUNK_POSITIONS;
+    const chunkCount = attentionChunks(position - first + 1);
     if (chunkCount == 1) continue;
     for (let h = 0; h < numHeads; h++) {
       const head = <usize>t * <usize>numHeads + <usize>h;

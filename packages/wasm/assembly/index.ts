@@ -7,7 +7,7 @@
 import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0 } from "./decode";
 export { quantizeActivations } from "./quantize";
-export { attention, attentionCombine } from "./attention";
+export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
 export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
 import { decodeQ4_0Nibbles, packNibbleTile } from "./nibbles";

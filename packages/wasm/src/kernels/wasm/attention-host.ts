@@ -83,7 +83,7 @@ export class AttentionHost {
       widest = Math.max(widest, seen);
     }
     // Items: (token, KV head, chunk of positions); a token's chunks beyond the first leave partial records.
-    const chunks = Math.ceil(widest / CHUNK_POSITIONS);
+    const chunks = ctx.exports.attentionChunks(widest);
 
     const rowBytes = kvBytes(encodingName, numKVHeads * headDim); // per cached position
     const keysAddress = arena.addressOf(keys) ?? this.stageCache(keys, this.keyStage, p, slots, rowBytes);
@@ -94,10 +94,7 @@ export class AttentionHost {
     tokenInts.set(p.positions.subarray(0, tokens));
     tokenInts.set(p.seqIds.subarray(0, tokens), tokens);
     const outAddress = arena.addressOf(out) ?? this.outStage.ensure(tokens * width * 4);
-    // Per thread: f32 scores of one chunk of positions for each query head of a KV head's group,
-    // then for an f16 or Q8_0 cache one block of positions of a KV head decoded to f32.
-    const decodedBytes = encodingName === "f32" ? 0 : DECODED_POSITIONS * headDim * 4;
-    const scoresStride = Math.ceil((Math.min(slotLength, CHUNK_POSITIONS) * 4 * (numHeads / numKVHeads) + decodedBytes) / 64) * 64;
+    const scoresStride = Math.ceil(ctx.exports.attentionScratchBytes(slotLength, numHeads / numKVHeads, headDim, encoding) / 64) * 64;
     const scores = this.scores.ensure(scoresStride * ctx.pool.threads);
 
     // Bytes of keys and values the query heads consume (each group reads its KV head's from memory once).
@@ -105,7 +102,7 @@ export class AttentionHost {
     const args = this.args.clear().add(outAddress).add(qAddress).add(keysAddress).add(valuesAddress);
     args.add(tokenAddress).add(tokenAddress + tokens * 4).add(numHeads).add(numKVHeads).add(headDim).add(slotLength);
     args.add(floatToBits(p.scale)).add(window).add(floatToBits(p.softcap)).add(scores).add(scoresStride);
-    const partials = chunks > 1 ? this.partials.ensure(tokens * numHeads * chunks * (headDim * 4 + 16)) : 0;
+    const partials = chunks > 1 ? this.partials.ensure(tokens * numHeads * chunks * ctx.exports.attentionRecordBytes(headDim)) : 0;
     args.add(tokens * numKVHeads * chunks).add(encoding).add(partials).add(chunks);
     ctx.pool.run(Op.ATTENTION, args, ctx.threadsFor(work));
     if (chunks > 1) ctx.exports.attentionCombine(outAddress, partials, tokenAddress, tokens, numHeads, headDim, window, chunks);
@@ -139,12 +136,6 @@ export class AttentionHost {
     return address;
   }
 }
-
-/** Positions per chunk (assembly/attention.ts's CHUNK_POSITIONS): a token that sees more is split into chunks that threads take apart. */
-const CHUNK_POSITIONS = 512;
-
-/** Positions per block of attention's passes (assembly/attention.ts's POSITION_BLOCK): an f16 or Q8_0 cache's block is decoded to f32 in the thread's scratch. */
-const DECODED_POSITIONS = 64;
 
 function checkCount(name: string, value: number, least: number): void {
   if (!Number.isInteger(value) || value < least) {

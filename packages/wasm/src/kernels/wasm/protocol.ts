@@ -59,6 +59,9 @@ export interface KernelExports {
     chunks: number,
   ): void;
   attentionCombine(out: number, partials: number, positions: number, tokens: number, numHeads: number, headDim: number, window: number, chunks: number): void;
+  attentionChunks(positions: number): number;
+  attentionScratchBytes(slotLength: number, group: number, headDim: number, kvEncoding: number): number;
+  attentionRecordBytes(headDim: number): number;
 }
 
 /** Int32 slots of the control block. */

@@ -15,7 +15,8 @@
 // median of --runs fresh processes (default 3), engines interleaved so a busy
 // spell of the machine hits them alike: load time, time to first token (128-token
 // prompt), prefill tokens/s at 128 and 512 prompt tokens, decode tokens/s over
-// 128 new tokens (greedy, EOS ignored) and peak RSS. Build first (`npm run build`).
+// 128 new tokens (greedy, EOS ignored), both warm, the same decode as the first
+// run after load ("cold", see measure.mjs) and peak RSS. Build first (`npm run build`).
 // Each model file is read through once before its first measurement, so every
 // engine loads it from the page cache (the first one to touch a cold file would
 // otherwise pay the disk alone; llama.cpp maps the file and would pay it in its first prompt).
@@ -118,6 +119,7 @@ function summarize(runs) {
     prefill128: pick((r) => r.prefill[128].tokensPerSec),
     prefill512: pick((r) => r.prefill[512].tokensPerSec),
     decode: pick((r) => r.decode.tokensPerSec),
+    coldDecode: pick((r) => r.coldDecode.tokensPerSec),
     peakRssBytes: pick((r) => r.peakRssBytes),
     modelBytes: ok[0].modelBytes,
   };
@@ -165,6 +167,7 @@ function ratios(engines) {
   const llama2 = llama.find((e) => e.threads === 2) ?? best(llama, "prefill512");
   return {
     decodeVsBest: us.decode / best(llama, "decode").decode,
+    coldDecodeVsBest: best(ours, "coldDecode").coldDecode / best(llama, "coldDecode").coldDecode,
     prefill512VsTwoThreads: best(ours, "prefill512").prefill512 / llama2.prefill512,
     prefill128VsTwoThreads: best(ours, "prefill128").prefill128 / llama2.prefill128,
     ttftVsBest: best(ours, "ttftMs", true).ttftMs / best(llama, "ttftMs", true).ttftMs,
@@ -177,7 +180,7 @@ function formatTable(result) {
   const mib = (bytes) => (bytes / 2 ** 20).toFixed(0);
   const lines = [
     `\n${result.model}  (${mib(result.fileBytes)} MiB file; load average ${result.loadAverage.map((v) => v.toFixed(1)).join(" -> ")})`,
-    "engine                   load ms   TTFT ms  prefill128 t/s  prefill512 t/s  decode t/s  peak RSS MiB",
+    "engine                   load ms   TTFT ms  prefill128 t/s  prefill512 t/s  decode t/s  cold decode t/s  peak RSS MiB",
   ];
   for (const e of result.engines) {
     if (e.error) {
@@ -186,13 +189,13 @@ function formatTable(result) {
     }
     lines.push(
       `${e.engine.padEnd(24)} ${e.loadMs.toFixed(0).padStart(7)} ${e.ttftMs.toFixed(0).padStart(9)} ${e.prefill128.toFixed(1).padStart(15)} ` +
-        `${e.prefill512.toFixed(1).padStart(15)} ${e.decode.toFixed(1).padStart(11)} ${mib(e.peakRssBytes).padStart(13)}`,
+        `${e.prefill512.toFixed(1).padStart(15)} ${e.decode.toFixed(1).padStart(11)} ${e.coldDecode.toFixed(1).padStart(16)} ${mib(e.peakRssBytes).padStart(13)}`,
     );
   }
   const r = result.ratios;
   if (r) {
     lines.push(
-      `ours / llama.cpp: decode ${r.decodeVsBest.toFixed(2)}x its best, prefill512 ${r.prefill512VsTwoThreads.toFixed(2)}x and prefill128 ` +
+      `ours / llama.cpp: decode ${r.decodeVsBest.toFixed(2)}x its best (cold ${r.coldDecodeVsBest.toFixed(2)}x), prefill512 ${r.prefill512VsTwoThreads.toFixed(2)}x and prefill128 ` +
         `${r.prefill128VsTwoThreads.toFixed(2)}x its 2 threads, TTFT ${r.ttftVsBest.toFixed(2)}x, load ${r.loadVsBest.toFixed(2)}x ` +
         `(lower is better for these two); our peak RSS ${r.peakRssVsModel.toFixed(2)}x weights + KV cache`,
     );

@@ -170,7 +170,8 @@ export class MatmulHost {
     // The groups split across the threads: at load, the pass over the weights is what it costs.
     const scratchStride = Math.ceil((4 * rowBytes(w.type, cols)) / 64) * 64;
     const scratch = this.rowDecode.ensure(scratchStride * this.ctx.pool.threads);
-    this.ctx.pool.run(Op.INTERLEAVE, [w.type, address, rows, cols, scratch, scratchStride], this.ctx.threadsFor(byteLength));
+    const args = this.args.clear().add(w.type).add(address).add(rows).add(cols).add(scratch).add(scratchStride);
+    this.ctx.pool.run(Op.INTERLEAVE, args, this.ctx.threadsFor(byteLength));
     const matrix: WeightMatrix = { type: layout, rows, cols, data };
     this.prepared.set(w.data, matrix);
     return matrix;

@@ -71,7 +71,7 @@ function checkWithin(
   }
 }
 
-for (const threads of [1, 2]) {
+for (const threads of [1, 2, 3, 4]) {
   describe(`wasm attention over an f16 cache, ${threads} thread${threads > 1 ? "s" : ""}`, () => {
     let kernels: Kernels;
     before(async () => (kernels = await createWasmKernels({ threads, minBytesPerThread: 0 })));
@@ -137,7 +137,7 @@ describe("wasm attention over an f16 cache holding infinities and NaN", () => {
   // Blocks of finite halves take a shorter conversion than blocks holding an
   // exponent-31 half; these must still decode exactly, so the outputs are the
   // float32 path's on the decoded floats, NaN for NaN.
-  for (const threads of [1, 2]) {
+  for (const threads of [1, 2, 3, 4]) {
     it(`${threads} thread${threads > 1 ? "s" : ""}: the same outputs as the decoded float32 cache, NaN where the reference has NaN`, async () => {
       const kernels = await createWasmKernels({ threads, minBytesPerThread: 0 });
       try {
@@ -239,7 +239,7 @@ function perturbationBound(
   return maxValue * 2.2 * worstScore + worstValueChange;
 }
 
-for (const threads of [1, 2]) {
+for (const threads of [1, 2, 3, 4]) {
   describe(`wasm attention over a q8_0 cache, ${threads} thread${threads > 1 ? "s" : ""}`, () => {
     let kernels: Kernels;
     before(async () => (kernels = await createWasmKernels({ threads, minBytesPerThread: 0 })));

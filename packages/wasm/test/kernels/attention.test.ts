@@ -1,7 +1,7 @@
 // The WebAssembly attention against the reference attention, with the KV cache
 // in the kernels' memory (allocate, read in place) or in ordinary arrays
 // (staged), grouped-query heads, several cache slots, a prefill batch and
-// decode tokens, sliding window and soft-capping, 1-3 threads.
+// decode tokens, sliding window and soft-capping, 1-4 threads.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { referenceAttention } from "../../src/kernels/reference.js";
@@ -45,7 +45,7 @@ function batchFor(shape: Shape): { positions: Int32Array; seqIds: Int32Array } {
   return { positions: Int32Array.from(positions), seqIds: Int32Array.from(seqIds) };
 }
 
-for (const threads of [1, 2, 3]) {
+for (const threads of [1, 2, 3, 4]) {
   describe(`wasm attention, ${threads} thread${threads > 1 ? "s" : ""}`, () => {
     let kernels: Kernels;
     before(async () => (kernels = await createWasmKernels({ threads, minBytesPerThread: 0 })));

@@ -2,6 +2,7 @@
 // ops.ts's: the same bits, on buffers in the kernels' memory (run in
 // WebAssembly) and outside it (handed to ops.ts), at odd sizes, both RoPE
 // layouts, partial rotary dims and the Gemma norm offset; and their bad input.
+// These run on the calling thread alone (no worker-pool job), so one thread covers them.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { addBias, addInPlace, applyRope, rmsNorm, type RopeMode } from "../../src/kernels/ops.js";

@@ -8,8 +8,8 @@
 // decode rate; it is also the warm-up: ours runs JavaScript around its
 // kernels, and V8 compiles the hot parts of it with its optimizing compiler on
 // background threads during the first ~100 tokens, which on two vCPUs take
-// turns with the kernel threads (the first 16 tokens of SmolLM2 at 2 threads
-// ran at ~1/2 the later rate). The prefill figures and the decode rate are
+// turns with the kernel threads (the first 16 tokens of SmolLM2 Q4_0 at 2 threads
+// ran at ~0.6 x the later rate). The prefill figures and the decode rate are
 // then measured warm, the way a server runs; both engines get the same runs.
 import { performance } from "node:perf_hooks";
 

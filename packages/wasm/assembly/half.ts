@@ -16,9 +16,43 @@ export function halfToFloat(bits: u32): f32 {
 
 /** Four halves, zero-extended into i32 lanes, as four floats (inf / NaN kept): halfToFloat lane-wise, in shifts rather than masks (fewer vector constants to keep in registers). */
 export function halvesToFloats(bits: v128): v128 {
+  return halvesToFloatsWith(bits, f32x4.splat(HALF_TO_FLOAT_SCALE), i32x4.splat(HALF_FINITE_LIMIT), i32x4.splat(FLOAT_EXPONENT));
+}
+
+/** Float32 bits of the largest finite half's magnitude shifted into float32 position (above it: exponent 31). */
+const HALF_FINITE_LIMIT = 0x0f7fffff;
+const FLOAT_EXPONENT = 0x7f800000;
+
+/**
+ * halvesToFloats's three vector constants as data, for loops that load them once
+ * (halfConstant) and pass them to halvesToFloatsWith: V8 rebuilds a vector
+ * constant written inline at every use (three instructions each, inside the
+ * loop), while a loaded value is one it can keep in a register.
+ */
+const HALF_CONSTANTS = memory.data<u32>([
+  0x77800000, 0x77800000, 0x77800000, 0x77800000, // HALF_TO_FLOAT_SCALE
+  HALF_FINITE_LIMIT, HALF_FINITE_LIMIT, HALF_FINITE_LIMIT, HALF_FINITE_LIMIT,
+  FLOAT_EXPONENT, FLOAT_EXPONENT, FLOAT_EXPONENT, FLOAT_EXPONENT,
+  0x71800000, 0x71800000, 0x71800000, 0x71800000, // 2^100: halves times 2^-12 (HALF_SCALE_OVER_4096)
+]);
+
+/**
+ * halfConstant's index of the scale 2^100 in place of 2^112: halvesToFloatsWith then gives the
+ * halves times 2^-12, exactly (a power of two, the results far from float32's subnormals;
+ * infinities and NaNs as before, their mantissas kept).
+ */
+export const HALF_SCALE_OVER_4096 = 3;
+
+/** halvesToFloatsWith's constant `which`: 0 scale, 1 finite limit, 2 exponent (3: HALF_SCALE_OVER_4096). */
+export function halfConstant(which: i32): v128 {
+  return v128.load(HALF_CONSTANTS + (<usize>which << 4));
+}
+
+/** halvesToFloats with its constants given (halfConstant(0), (1), (2)). */
+export function halvesToFloatsWith(bits: v128, scale: v128, finiteLimit: v128, exponent: v128): v128 {
   const magnitude = i32x4.shr_u(i32x4.shl(bits, 17), 4); // exponent and mantissa in float32 position
-  const scaled = f32x4.mul(magnitude, f32x4.splat(HALF_TO_FLOAT_SCALE));
-  const special = v128.and(i32x4.gt_s(magnitude, i32x4.splat(0x0f7fffff)), i32x4.splat(0x7f800000)); // exponent 31
+  const scaled = f32x4.mul(magnitude, scale);
+  const special = v128.and(i32x4.gt_s(magnitude, finiteLimit), exponent); // exponent 31
   return v128.or(v128.or(scaled, special), i32x4.shl(i32x4.shr_u(bits, 15), 31));
 }
 

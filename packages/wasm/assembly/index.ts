@@ -1,8 +1,9 @@
 // Entry of kernels.wasm. Every function works on addresses in the one shared
 // memory the host imports; the module allocates nothing itself, so any number
 // of instances (one per worker thread) can run on the same memory at once.
-// Its only static data (below heapBase: Math.exp's constant table) is written
-// by each instantiation with the same bytes, so re-writing it is harmless.
+// Its only static data (below heapBase: Math.exp's constant table and a few
+// vector constants) is written by each instantiation with the same bytes, so
+// re-writing it is harmless.
 
 import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0 } from "./decode";
@@ -68,13 +69,22 @@ export function decodeScratchBytes(cols: i32): i32 {
   return tileScratchBytes(cols);
 }
 
+/** Scratch bytes one thread's decode (batch 1) matmul writes to (interleave.ts's `sink`). */
+const DECODE_SINK_BYTES = 64;
+
+/** DECODE_SINK_BYTES, for the host. */
+export function decodeSinkBytes(): i32 {
+  return DECODE_SINK_BYTES;
+}
+
 /**
  * out[b, r] = W[r, :] · x[b, :] for rowStart <= r < rowEnd and b < batch.
  * w: [rows, rowBytes] in the stored encoding; out: [batch, rows] f32.
  * Float types read x: [batch, cols] f32; quantized types read the quantized
  * activations xq: [batch, cols] i16 and xd, xs, xb: [batch, cols / 32] f32
  * (see quantize.ts). With batch > 1, each row is first decoded (decode.ts)
- * into this thread's `scratch` of decodeScratchBytes(cols) bytes. Q4_0_X4 and
+ * into this thread's `scratch` of decodeScratchBytes(cols) bytes; with batch 1
+ * the Q4_0_X4 / Q8_0_X4 loops write to its first DECODE_SINK_BYTES (interleave.ts). Q4_0_X4 and
  * Q8_0_X4 are Q4_0 / Q8_0 interleaved by four rows at load (interleave.ts); a
  * thread's rows may start or end inside one of their groups.
  */
@@ -101,7 +111,7 @@ export function matmul(
   const stride = <usize>rowBytes(type, cols);
   const blocks = cols / 32;
   if ((type == Q4_0_X4 || type == Q8_0_X4) && batch == 1) {
-    matmulInterleaved(type, out, w, rows, blocks, xq, xd, xb, rowStart, rowEnd);
+    matmulInterleaved(type, out, w, rows, blocks, xq, xd, xb, rowStart, rowEnd, scratch);
     return;
   }
   for (let r = rowStart; r < rowEnd; r++) {
@@ -237,8 +247,9 @@ function matmulDecoded(
  * whole groups four rows at a time, a group cut by the range computed whole
  * with only its rows in range stored (each lane's arithmetic is its row's
  * alone, so the same bits wherever threads split), the plain tail rows one by one.
+ * sink: DECODE_SINK_BYTES of this thread's scratch (the group loops' stores).
  */
-function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i32, xq: usize, xd: usize, xb: usize, rowStart: i32, rowEnd: i32): void {
+function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i32, xq: usize, xd: usize, xb: usize, rowStart: i32, rowEnd: i32, sink: usize): void {
   const groupRows = rows & ~3;
   const q4 = type == Q4_0_X4;
   const rowBytes = <usize>blocks * (q4 ? 18 : 34);
@@ -246,7 +257,7 @@ function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i
   while (r < min(rowEnd, groupRows)) {
     const group = r & ~3;
     const g = w + <usize>group * rowBytes;
-    const values = q4 ? dotQ4_0Group(g, xq, xd, xb, blocks) : dotQ8_0Group(g, xq, xd, blocks);
+    const values = q4 ? dotQ4_0Group(g, xq, xd, xb, blocks, sink) : dotQ8_0Group(g, xq, xd, blocks, sink);
     const end = min(group + 4, rowEnd);
     for (; r < end; r++) storeLane(out + (<usize>r << 2), values, r - group);
   }

@@ -2,7 +2,7 @@
 // Interleaved A/B of two builds of kernels.wasm on one matmul (not a test):
 //   node packages/wasm/bench/ab.mjs <a.wasm> <b.wasm> [--type Q4_0] [--shape 1536x576]
 //        [--batch 1] [--copies 1] [--rounds 40] [--interleave]
-// Both modules run on one shared memory, on the calling thread only, taking
+// Each module runs on a shared memory of its own, on the calling thread only, taking
 // turns in 20 ms windows; it prints each build's best rate, the ratio of the
 // best rates and the median of the per-round ratios (the figure to quote: a
 // busy spell of the machine slows both sides of a round alike), and the
@@ -36,51 +36,57 @@ const batch = Number(option("--batch", "1"));
 const copies = Number(option("--copies", "1"));
 const rounds = Number(option("--rounds", "40"));
 
-const memory = new WebAssembly.Memory({ initial: 1024, maximum: 65536, shared: true });
-const instantiate = (file) => new WebAssembly.Instance(new WebAssembly.Module(readFileSync(file)), { env: { memory } }).exports;
-const builds = [instantiate(fileA), instantiate(fileB)];
-
-let top = Math.max(builds[0].heapBase(), builds[1].heapBase());
-function allocate(bytes) {
-  const at = Math.ceil(top / 64) * 64;
-  top = at + bytes;
-  const needed = Math.ceil(top / 65536) - memory.buffer.byteLength / 65536;
-  if (needed > 0) memory.grow(needed);
-  return at;
-}
-
-const values = new Float32Array(rows * cols).map((_, i) => Math.sin(i * 12.9898) * 0.5);
-const weights = quantize(type, values);
-// --interleave: each build gets its own copies, rewritten by its own interleave() (Q4_0, Q8_0).
-const interleaved = process.argv.includes("--interleave");
-const matrices = [[], []];
-for (let c = 0; c < copies; c++) {
-  for (const k of interleaved ? [0, 1] : [0]) {
+/**
+ * One build on a memory of its own (two builds' static data, each written at instantiation,
+ * may overlap: on one shared memory the second would overwrite the first's constants), with
+ * its own copies of the weights, the activations and the buffers.
+ */
+function setUp(file, weights) {
+  const memory = new WebAssembly.Memory({ initial: 1024, maximum: 65536, shared: true });
+  const exports = new WebAssembly.Instance(new WebAssembly.Module(readFileSync(file)), { env: { memory } }).exports;
+  let top = exports.heapBase();
+  const allocate = (bytes) => {
+    const at = Math.ceil(top / 64) * 64;
+    top = at + bytes;
+    const needed = Math.ceil(top / 65536) - memory.buffer.byteLength / 65536;
+    if (needed > 0) memory.grow(needed);
+    return at;
+  };
+  const matrices = [];
+  for (let c = 0; c < copies; c++) {
     const at = allocate(weights.byteLength);
     new Uint8Array(memory.buffer, at, weights.byteLength).set(weights);
-    if (interleaved) builds[k].interleave(type, at, rows, cols, allocate(4 * builds[k].rowBytes(type, cols)));
-    matrices[k].push(at);
+    // --interleave: rewritten by the build's own interleave() (Q4_0, Q8_0).
+    if (interleaved) exports.interleave(type, at, rows, cols, allocate(4 * exports.rowBytes(type, cols)));
+    matrices.push(at);
   }
-  if (!interleaved) matrices[1] = matrices[0];
+  const x = allocate(batch * cols * 4);
+  new Float32Array(memory.buffer, x, batch * cols).set(new Float32Array(batch * cols).map((_, i) => Math.cos(i)));
+  const blocks = (batch * cols) / 32;
+  const [xq, xd, xs, xb] = [allocate(batch * cols * 2), allocate(blocks * 4), allocate(blocks * 4), allocate(blocks * 4)];
+  exports.quantizeActivations(x, batch, cols, xq, xd, xs, xb);
+  const out = allocate(batch * rows * 4);
+  const scratch = allocate(exports.decodeScratchBytes(cols) + 64);
+  let turn = 0;
+  return {
+    run() {
+      turn = (turn + 1) % copies;
+      exports.matmul(matmulType, out, matrices[turn], rows, cols, x, xq, xd, xs, xb, batch, scratch, 0, rows);
+    },
+    output: () => new Float32Array(memory.buffer, out, batch * rows),
+  };
 }
-const matmulType = interleaved ? { [GgmlType.Q4_0]: GgmlType.Q4_0_X4, [GgmlType.Q8_0]: GgmlType.Q8_0_X4 }[type] : type;
-const x = allocate(batch * cols * 4);
-new Float32Array(memory.buffer, x, batch * cols).set(new Float32Array(batch * cols).map((_, i) => Math.cos(i)));
-const blocks = (batch * cols) / 32;
-const [xq, xd, xs, xb] = [allocate(batch * cols * 2), allocate(blocks * 4), allocate(blocks * 4), allocate(blocks * 4)];
-builds[0].quantizeActivations(x, batch, cols, xq, xd, xs, xb);
-const outs = [allocate(batch * rows * 4), allocate(batch * rows * 4)];
-const scratch = allocate(Math.max(builds[0].decodeScratchBytes(cols), builds[1].decodeScratchBytes(cols)) + 64);
 
-let turn = 0;
-const run = (k) => {
-  turn = (turn + 1) % copies;
-  builds[k].matmul(matmulType, outs[k], matrices[k][turn], rows, cols, x, xq, xd, xs, xb, batch, scratch, 0, rows);
-};
+const interleaved = process.argv.includes("--interleave");
+const matmulType = interleaved ? { [GgmlType.Q4_0]: GgmlType.Q4_0_X4, [GgmlType.Q8_0]: GgmlType.Q8_0_X4 }[type] : type;
+const values = new Float32Array(rows * cols).map((_, i) => Math.sin(i * 12.9898) * 0.5);
+const weights = quantize(type, values);
+const builds = [setUp(fileA, weights), setUp(fileB, weights)];
+const run = (k) => builds[k].run();
 run(0);
 run(1);
-const a = new Float32Array(memory.buffer, outs[0], batch * rows);
-const b = new Float32Array(memory.buffer, outs[1], batch * rows);
+const a = builds[0].output();
+const b = builds[1].output();
 let maxDifference = 0;
 for (let i = 0; i < a.length; i++) maxDifference = Math.max(maxDifference, Math.abs(a[i] - b[i]));
 

@@ -14,6 +14,7 @@ export interface KernelExports {
   heapBase(): number;
   rowBytes(type: number, cols: number): number;
   decodeScratchBytes(cols: number): number;
+  decodeSinkBytes(): number;
   quantizeActivations(x: number, count: number, cols: number, xq: number, xd: number, xs: number, xb: number): void;
   interleave(type: number, w: number, rows: number, cols: number, scratch: number): void;
   matmul(

@@ -10,7 +10,7 @@
 // products with activations (|x| <= 127) and their pairwise sums stay exact in int32.
 // F16 and BF16 decode to f32.
 
-import { q6Quarter } from "./dot";
+import { BITS_4_5, kConstant, LOW_NIBBLES, LOW_TWO_BITS, q6Quarter, THIRTY_TWO } from "./kquants";
 import { halfToFloat, halvesToFloats } from "./half";
 
 /**
@@ -107,6 +107,10 @@ export function decodeQ4_K(w: usize, superBlocks: i32, q16: usize, scales: usize
 }
 
 export function decodeQ6_K(w: usize, superBlocks: i32, q16: usize, scales: usize, mins: usize): void {
+  const c0 = kConstant(LOW_NIBBLES);
+  const c1 = kConstant(LOW_TWO_BITS);
+  const c2 = kConstant(BITS_4_5);
+  const c3 = kConstant(THIRTY_TWO);
   for (let i = 0; i < superBlocks; i++) {
     const d = halfToFloat(load<u16>(w, 208));
     for (let half = 0; half < 2; half++) {
@@ -118,10 +122,10 @@ export function decodeQ6_K(w: usize, superBlocks: i32, q16: usize, scales: usize
         const a = v128.load(ql + 16 * g);
         const b = v128.load(ql + 32 + 16 * g);
         const h = v128.load(qh + 16 * g);
-        storeScaled(out + 32 * g, q6Quarter(a, b, h, 0), load<i8>(sc + g));
-        storeScaled(out + 64 + 32 * g, q6Quarter(a, b, h, 1), load<i8>(sc + g + 2));
-        storeScaled(out + 128 + 32 * g, q6Quarter(a, b, h, 2), load<i8>(sc + g + 4));
-        storeScaled(out + 192 + 32 * g, q6Quarter(a, b, h, 3), load<i8>(sc + g + 6));
+        storeScaled(out + 32 * g, q6Quarter(a, b, h, 0, c0, c1, c2, c3), load<i8>(sc + g));
+        storeScaled(out + 64 + 32 * g, q6Quarter(a, b, h, 1, c0, c1, c2, c3), load<i8>(sc + g + 2));
+        storeScaled(out + 128 + 32 * g, q6Quarter(a, b, h, 2, c0, c1, c2, c3), load<i8>(sc + g + 4));
+        storeScaled(out + 192 + 32 * g, q6Quarter(a, b, h, 3, c0, c1, c2, c3), load<i8>(sc + g + 6));
       }
     }
     for (let k = 0; k < 8; k++) {

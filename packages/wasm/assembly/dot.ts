@@ -20,12 +20,12 @@
 import { finiteHalves, HALF_TO_FLOAT_SCALE, halfToFloat, upperHalves } from "./half";
 
 /** Eight int16 weights times the eight int16 activations at x, in four i32 lanes. */
-function dot8(weights: v128, x: usize, offset: usize): v128 {
+export function dot8(weights: v128, x: usize, offset: usize): v128 {
   return i32x4.dot_i16x8_s(weights, v128.load(x + offset));
 }
 
 /** Sixteen int8 weights times the sixteen int16 activations at x + offset. */
-function dot16(weights: v128, x: usize, offset: usize): v128 {
+export function dot16(weights: v128, x: usize, offset: usize): v128 {
   return i32x4.add(dot8(i16x8.extend_low_i8x16_s(weights), x, offset), dot8(i16x8.extend_high_i8x16_s(weights), x, offset + 16));
 }
 
@@ -111,126 +111,6 @@ export function dotQ4_0(w: usize, xq: usize, xd: usize, xb: usize, blocks: i32):
     offsetTerm += scale * load<f32>(xb);
   }
   return horizontalSum(f32x4.add(acc0, acc1)) - 8 * offsetTerm;
-}
-
-/** Two Q4_K sub-blocks (32 bytes of nibbles) · 64 activations, scaled: acc + lowSum * lowScale + highSum * highScale. */
-function subBlockPairQ4_K(acc: v128, qs: usize, xq: usize, lowScale: f32, highScale: f32): v128 {
-  const lowMask = i16x8.splat(0x0f);
-  const v0 = v128.load(qs, 0);
-  const v1 = v128.load(qs, 16);
-  const b0 = i16x8.extend_low_i8x16_u(v0);
-  const b1 = i16x8.extend_high_i8x16_u(v0);
-  const b2 = i16x8.extend_low_i8x16_u(v1);
-  const b3 = i16x8.extend_high_i8x16_u(v1);
-  // Low nibbles: the first sub-block (elements 0..31); high nibbles: the second (32..63).
-  let lowSum = i32x4.add(dot8(v128.and(b0, lowMask), xq, 0), dot8(v128.and(b1, lowMask), xq, 16));
-  lowSum = i32x4.add(lowSum, i32x4.add(dot8(v128.and(b2, lowMask), xq, 32), dot8(v128.and(b3, lowMask), xq, 48)));
-  let highSum = i32x4.add(dot8(i16x8.shr_u(b0, 4), xq, 64), dot8(i16x8.shr_u(b1, 4), xq, 80));
-  highSum = i32x4.add(highSum, i32x4.add(dot8(i16x8.shr_u(b2, 4), xq, 96), dot8(i16x8.shr_u(b3, 4), xq, 112)));
-  return scaledAdd(scaledAdd(acc, lowSum, lowScale), highSum, highScale);
-}
-
-/** Four unsigned bytes of `bytes` as four floats. */
-function bytesToFloats(bytes: u32): v128 {
-  return f32x4.convert_i32x4_u(i32x4.extend_low_i16x8_u(i16x8.extend_low_i8x16_u(i32x4.splat(bytes))));
-}
-
-export function dotQ4_K(w: usize, xq: usize, xd: usize, xs: usize, superBlocks: i32): f32 {
-  let acc = f32x4.splat(0);
-  let minAcc = f32x4.splat(0);
-  for (let i = 0; i < superBlocks; i++) {
-    const d = halfToFloat(load<u16>(w));
-    const dmin = halfToFloat(load<u16>(w, 2));
-    // The twelve scale bytes s[0..11] hold eight 6-bit scales and mins:
-    // sub-block j < 4: scale s[j] & 63, min s[j + 4] & 63; j >= 4: scale
-    // s[j + 4] & 15 | (s[j - 4] >> 6) << 4, min s[j + 4] >> 4 | (s[j] >> 6) << 4.
-    // As three little-endian words, all eight of each come out four at a time:
-    const a = load<u32>(w, 4);
-    const b = load<u32>(w, 8);
-    const c = load<u32>(w, 12);
-    const scalesLow = f32x4.mul(bytesToFloats(a & 0x3f3f3f3f), f32x4.splat(d));
-    const scalesHigh = f32x4.mul(bytesToFloats((c & 0x0f0f0f0f) | ((a >> 2) & 0x30303030)), f32x4.splat(d));
-    const minsLow = bytesToFloats(b & 0x3f3f3f3f);
-    const minsHigh = bytesToFloats(((c >> 4) & 0x0f0f0f0f) | ((b >> 2) & 0x30303030));
-    // The minimums meet the activations' float sums: dmin * sum_j m_j * xs_j.
-    minAcc = f32x4.add(minAcc, f32x4.mul(f32x4.splat(dmin), f32x4.add(f32x4.mul(minsLow, v128.load(xs, 0)), f32x4.mul(minsHigh, v128.load(xs, 16)))));
-    // Each sub-block's scale times its activation block's scale.
-    const low = f32x4.mul(scalesLow, v128.load(xd, 0));
-    const high = f32x4.mul(scalesHigh, v128.load(xd, 16));
-    const qs = w + 16;
-    acc = subBlockPairQ4_K(acc, qs, xq, f32x4.extract_lane(low, 0), f32x4.extract_lane(low, 1));
-    acc = subBlockPairQ4_K(acc, qs + 32, xq + 128, f32x4.extract_lane(low, 2), f32x4.extract_lane(low, 3));
-    acc = subBlockPairQ4_K(acc, qs + 64, xq + 256, f32x4.extract_lane(high, 0), f32x4.extract_lane(high, 1));
-    acc = subBlockPairQ4_K(acc, qs + 96, xq + 384, f32x4.extract_lane(high, 2), f32x4.extract_lane(high, 3));
-    w += 144;
-    xq += 512;
-    xd += 32;
-    xs += 32;
-  }
-  return horizontalSum(acc) - horizontalSum(minAcc);
-}
-
-/**
- * Sixteen signed 6-bit Q6_K values (q - 32) of quarter 0..3 of a half block,
- * from 16 bytes each of ql's first (a) and second (b) 32 and of qh (h): the low
- * 4 bits are a nibble of a (quarters 0, 2) or b (1, 3), the high 2 bits bit
- * pair `quarter` of h. Assembled in int8 lanes, ready to widen.
- */
-export function q6Quarter(a: v128, b: v128, h: v128, quarter: i32): v128 {
-  const lowMask = i8x16.splat(0x0f);
-  const highMask = i8x16.splat(0x30);
-  let q: v128;
-  switch (quarter) {
-    case 0:
-      q = v128.or(v128.and(a, lowMask), i8x16.shl(v128.and(h, i8x16.splat(3)), 4));
-      break;
-    case 1:
-      q = v128.or(v128.and(b, lowMask), v128.and(i8x16.shl(h, 2), highMask));
-      break;
-    case 2:
-      q = v128.or(i8x16.shr_u(a, 4), v128.and(h, highMask));
-      break;
-    default:
-      q = v128.or(i8x16.shr_u(b, 4), v128.and(i8x16.shr_u(h, 2), highMask));
-  }
-  return i8x16.sub(q, i8x16.splat(32));
-}
-
-export function dotQ6_K(w: usize, xq: usize, xd: usize, superBlocks: i32): f32 {
-  let acc = f32x4.splat(0);
-  for (let i = 0; i < superBlocks; i++) {
-    const d = halfToFloat(load<u16>(w, 208));
-    // Two halves of 128 elements: 64 bytes of ql, 32 of qh and 8 scales each.
-    for (let half = 0; half < 2; half++) {
-      const ql = w + 64 * half;
-      const qh = w + 128 + 32 * half;
-      const scales = w + 192 + 8 * half;
-      let sum0 = i32x4.splat(0);
-      let sum1 = i32x4.splat(0);
-      let sum2 = i32x4.splat(0);
-      let sum3 = i32x4.splat(0);
-      // Elements l = 16g .. 16g+15 of each quarter use scale g (+2, +4, +6 per quarter).
-      // The 6-bit values are assembled 16 at a time in int8 lanes, then widened.
-      for (let g = 0; g < 2; g++) {
-        const a = v128.load(ql + 16 * g);
-        const b = v128.load(ql + 32 + 16 * g);
-        const h = v128.load(qh + 16 * g);
-        const x = xq + 32 * g;
-        sum0 = i32x4.add(sum0, i32x4.mul(dot16(q6Quarter(a, b, h, 0), x, 0), i32x4.splat(load<i8>(scales + g))));
-        sum1 = i32x4.add(sum1, i32x4.mul(dot16(q6Quarter(a, b, h, 1), x, 64), i32x4.splat(load<i8>(scales + g + 2))));
-        sum2 = i32x4.add(sum2, i32x4.mul(dot16(q6Quarter(a, b, h, 2), x, 128), i32x4.splat(load<i8>(scales + g + 4))));
-        sum3 = i32x4.add(sum3, i32x4.mul(dot16(q6Quarter(a, b, h, 3), x, 192), i32x4.splat(load<i8>(scales + g + 6))));
-      }
-      acc = scaledAdd(acc, sum0, d * load<f32>(xd, 0));
-      acc = scaledAdd(acc, sum1, d * load<f32>(xd, 4));
-      acc = scaledAdd(acc, sum2, d * load<f32>(xd, 8));
-      acc = scaledAdd(acc, sum3, d * load<f32>(xd, 12));
-      xq += 256;
-      xd += 16;
-    }
-    w += 210;
-  }
-  return horizontalSum(acc);
 }
 
 export function dotF32(w: usize, x: usize, cols: i32): f32 {

@@ -5,7 +5,8 @@
 // vector constants) is written by each instantiation with the same bytes, so
 // re-writing it is harmless.
 
-import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ4_K, dotQ6_K, dotQ8_0 } from "./dot";
+import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ8_0 } from "./dot";
+import { dotQ4_K, dotQ6_K } from "./kquants";
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0 } from "./decode";
 export { quantizeActivations } from "./quantize";
 export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
@@ -70,7 +71,7 @@ export function decodeScratchBytes(cols: i32): i32 {
 }
 
 /** Scratch bytes one thread's decode (batch 1) matmul writes to (interleave.ts's `sink`). */
-const DECODE_SINK_BYTES = 64;
+const DECODE_SINK_BYTES = 128;
 
 /** DECODE_SINK_BYTES, for the host. */
 export function decodeSinkBytes(): i32 {
@@ -84,7 +85,8 @@ export function decodeSinkBytes(): i32 {
  * activations xq: [batch, cols] i16 and xd, xs, xb: [batch, cols / 32] f32
  * (see quantize.ts). With batch > 1, each row is first decoded (decode.ts)
  * into this thread's `scratch` of decodeScratchBytes(cols) bytes; with batch 1
- * the Q4_0_X4 / Q8_0_X4 loops write to its first DECODE_SINK_BYTES (interleave.ts). Q4_0_X4 and
+ * the Q4_0_X4, Q8_0_X4, Q4_K and Q6_K loops write to its first DECODE_SINK_BYTES
+ * (interleave.ts, kquants.ts). Q4_0_X4 and
  * Q8_0_X4 are Q4_0 / Q8_0 interleaved by four rows at load (interleave.ts); a
  * thread's rows may start or end inside one of their groups.
  */
@@ -128,10 +130,10 @@ export function matmul(
           value = dotQ4_0(row, xq + xOffset * 2, xd + blockOffset, xb + blockOffset, blocks);
           break;
         case Q4_K:
-          value = dotQ4_K(row, xq + xOffset * 2, xd + blockOffset, xs + blockOffset, cols / 256);
+          value = dotQ4_K(row, xq + xOffset * 2, xd + blockOffset, xs + blockOffset, cols / 256, scratch);
           break;
         case Q6_K:
-          value = dotQ6_K(row, xq + xOffset * 2, xd + blockOffset, cols / 256);
+          value = dotQ6_K(row, xq + xOffset * 2, xd + blockOffset, cols / 256, scratch);
           break;
         case F32:
           value = dotF32(row, x + xOffset * 4, cols);

@@ -234,9 +234,9 @@ export class MatmulHost {
       exports.quantizeActivations(xAddress, batch, cols, xq, xd, xs, xb);
     }
     // With batch > 1 each thread decodes a row at a time into its own slice of this scratch; with
-    // batch 1 the interleaved rows' loops write a few stores to theirs (decodeSinkBytes), kept
-    // 128 bytes apart so that no two threads write to one cache line or its prefetched neighbour.
-    const scratchStride = batch > 1 ? Math.ceil(exports.decodeScratchBytes(cols) / 64) * 64 : Math.ceil(exports.decodeSinkBytes() / 128) * 128;
+    // batch 1 the row loops store to theirs (decodeSinkBytes) and read nothing else of it, so the
+    // slices get 128 spare bytes: no two threads write to one cache line or its prefetched neighbour.
+    const scratchStride = batch > 1 ? Math.ceil(exports.decodeScratchBytes(cols) / 64) * 64 : Math.ceil(exports.decodeSinkBytes() / 128) * 128 + 128;
     const scratch = this.rowDecode.ensure(scratchStride * pool.threads);
     return this.args.clear().add(cols).add(xAddress).add(xq).add(xd).add(xs).add(xb).add(batch).add(scratch).add(scratchStride).add(count);
   }

@@ -19,7 +19,7 @@
 
 import { horizontalSum } from "./dot";
 import { exp4 } from "./exp";
-import { finiteHalves, halfToFloat, halvesToFloats, upperHalves } from "./half";
+import { FINITE_MASK, finiteHalvesWith, halfConstant, halfToFloat, halvesToFloats, MAGNITUDE_BITS, upperHalves } from "./half";
 import { sumLanes4f } from "./tile";
 
 const Q8_BLOCK: i32 = 32;
@@ -77,15 +77,19 @@ function decodeQ8Rows(out: usize, rows: usize, stride: usize, count: i32, headSt
  */
 function decodeHalfRows(out: usize, rows: usize, stride: usize, count: i32, headDim: i32): void {
   let largest = i16x8.splat(0);
+  // Loaded once: V8 rebuilds an inline vector constant at each use.
+  const magnitudeBits = halfConstant(MAGNITUDE_BITS);
+  const mask = halfConstant(FINITE_MASK);
+  const scale = halfConstant(0);
   for (let j = 0; j < count; j++) {
     const row = rows + <usize>j * stride;
     const to = out + <usize>j * <usize>headDim * 4;
     let i = 0;
     for (; i + 8 <= headDim; i += 8) {
       const bits = v128.load(row + (<usize>i << 1));
-      largest = i16x8.max_u(largest, v128.and(bits, i16x8.splat(0x7fff)));
-      v128.store(to + (<usize>i << 2), finiteHalves(upperHalves(bits, false)));
-      v128.store(to + (<usize>i << 2), finiteHalves(upperHalves(bits, true)), 16);
+      largest = i16x8.max_u(largest, v128.and(bits, magnitudeBits));
+      v128.store(to + (<usize>i << 2), finiteHalvesWith(upperHalves(bits, false), mask, scale));
+      v128.store(to + (<usize>i << 2), finiteHalvesWith(upperHalves(bits, true), mask, scale), 16);
     }
     for (; i < headDim; i++) store<f32>(to + (<usize>i << 2), halfToFloat(<u32>load<u16>(row + (<usize>i << 1))));
   }

@@ -17,7 +17,7 @@
 // Activation pointers: xq int16 [cols] (element e at xq + 2e), and per block
 // of 32 the f32 scale xd, float sum xs and quant sum xb.
 
-import { finiteHalves, HALF_TO_FLOAT_SCALE, halfToFloat, upperHalves } from "./half";
+import { FINITE_MASK, finiteHalvesWith, HALF_TO_FLOAT_SCALE, halfConstant, halfToFloat, MAGNITUDE_BITS, upperHalves } from "./half";
 
 /** Eight int16 weights times the eight int16 activations at x, in four i32 lanes. */
 export function dot8(weights: v128, x: usize, offset: usize): v128 {
@@ -134,7 +134,7 @@ export function dotF32(w: usize, x: usize, cols: i32): f32 {
 
 /**
  * F16 row · f32 x. Each half is rebuilt as a float32 in four instructions (see
- * finiteHalves), which holds for every half but infinities and NaNs; the row's
+ * finiteHalvesWith), which holds for every half but infinities and NaNs; the row's
  * largest magnitude is tracked on the side, and a row that holds one of those
  * is computed again with the full conversion (dotF16Exact). Same bits either way.
  */
@@ -143,16 +143,33 @@ export function dotF16(w: usize, x: usize, cols: i32): f32 {
   let acc1 = f32x4.splat(0);
   let largest = i16x8.splat(0);
   const start = w;
+  // Constants loaded once (V8 rebuilds an inline vector constant at each use), and sixteen
+  // halves per pass in the same order of additions as eight: fewer loop instructions, same bits.
+  const magnitudeBits = halfConstant(MAGNITUDE_BITS);
+  const mask = halfConstant(FINITE_MASK);
+  const scale = halfConstant(0);
   let c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    const bits = v128.load(w);
+    const next = v128.load(w, 16);
+    largest = i16x8.max_u(largest, v128.and(bits, magnitudeBits));
+    acc0 = f32x4.add(acc0, f32x4.mul(finiteHalvesWith(upperHalves(bits, false), mask, scale), v128.load(x, 0)));
+    acc1 = f32x4.add(acc1, f32x4.mul(finiteHalvesWith(upperHalves(bits, true), mask, scale), v128.load(x, 16)));
+    largest = i16x8.max_u(largest, v128.and(next, magnitudeBits));
+    acc0 = f32x4.add(acc0, f32x4.mul(finiteHalvesWith(upperHalves(next, false), mask, scale), v128.load(x, 32)));
+    acc1 = f32x4.add(acc1, f32x4.mul(finiteHalvesWith(upperHalves(next, true), mask, scale), v128.load(x, 48)));
+    w += 32;
+    x += 64;
+  }
   for (; c + 8 <= cols; c += 8) {
     const bits = v128.load(w);
-    largest = i16x8.max_u(largest, v128.and(bits, i16x8.splat(0x7fff)));
-    acc0 = f32x4.add(acc0, f32x4.mul(finiteHalves(upperHalves(bits, false)), v128.load(x, 0)));
-    acc1 = f32x4.add(acc1, f32x4.mul(finiteHalves(upperHalves(bits, true)), v128.load(x, 16)));
+    largest = i16x8.max_u(largest, v128.and(bits, magnitudeBits));
+    acc0 = f32x4.add(acc0, f32x4.mul(finiteHalvesWith(upperHalves(bits, false), mask, scale), v128.load(x, 0)));
+    acc1 = f32x4.add(acc1, f32x4.mul(finiteHalvesWith(upperHalves(bits, true), mask, scale), v128.load(x, 16)));
     w += 16;
     x += 32;
   }
-  // Exponent 31 somewhere in the row: an infinity or NaN, which finiteHalves does not give.
+  // Exponent 31 somewhere in the row: an infinity or NaN, which finiteHalvesWith does not give.
   if (i16x8.bitmask(i16x8.ge_u(largest, i16x8.splat(0x7c00))) != 0) return dotF16Exact(start, x - <usize>c * 4, cols);
   return addHalvesTail(horizontalSum(f32x4.add(acc0, acc1)), w, x, cols - c);
 }

@@ -19,6 +19,9 @@ export function halvesToFloats(bits: v128): v128 {
   return halvesToFloatsWith(bits, f32x4.splat(HALF_TO_FLOAT_SCALE), i32x4.splat(HALF_FINITE_LIMIT), i32x4.splat(FLOAT_EXPONENT));
 }
 
+/** finiteHalvesWith's mask: the sign and the exponent and mantissa, not the sign's copies in bits 28-30. */
+const FINITE_HALVES_MASK = 0x8fffffff;
+
 /** Float32 bits of the largest finite half's magnitude shifted into float32 position (above it: exponent 31). */
 const HALF_FINITE_LIMIT = 0x0f7fffff;
 const FLOAT_EXPONENT = 0x7f800000;
@@ -34,7 +37,14 @@ const HALF_CONSTANTS = memory.data<u32>([
   HALF_FINITE_LIMIT, HALF_FINITE_LIMIT, HALF_FINITE_LIMIT, HALF_FINITE_LIMIT,
   FLOAT_EXPONENT, FLOAT_EXPONENT, FLOAT_EXPONENT, FLOAT_EXPONENT,
   0x71800000, 0x71800000, 0x71800000, 0x71800000, // 2^100: halves times 2^-12 (HALF_SCALE_OVER_4096)
+  FINITE_HALVES_MASK, FINITE_HALVES_MASK, FINITE_HALVES_MASK, FINITE_HALVES_MASK,
+  0x7fff7fff, 0x7fff7fff, 0x7fff7fff, 0x7fff7fff, // a half's magnitude bits, in 16-bit lanes
 ]);
+
+/** halfConstant's index of finiteHalvesWith's mask. */
+export const FINITE_MASK = 4;
+/** halfConstant's index of 0x7fff in every 16-bit lane. */
+export const MAGNITUDE_BITS = 5;
 
 /**
  * halfConstant's index of the scale 2^100 in place of 2^112: halvesToFloatsWith then gives the
@@ -43,7 +53,7 @@ const HALF_CONSTANTS = memory.data<u32>([
  */
 export const HALF_SCALE_OVER_4096 = 3;
 
-/** halvesToFloatsWith's constant `which`: 0 scale, 1 finite limit, 2 exponent (3: HALF_SCALE_OVER_4096). */
+/** HALF_CONSTANTS' vector `which`: halvesToFloatsWith's 0 scale, 1 finite limit, 2 exponent (and 3, 4, 5 above). */
 export function halfConstant(which: i32): v128 {
   return v128.load(HALF_CONSTANTS + (<usize>which << 4));
 }
@@ -74,7 +84,9 @@ export function upperHalves(bits: v128, high: bool): v128 {
  * position and the sign stays in bit 31, copied into bits 28-30, which the mask
  * clears; that float is the half times 2^-112 (subnormals included), and
  * scaling by 2^112 is exact.
+ * Its constants come in from the caller's loop, which loads them once:
+ * halfConstant(FINITE_MASK) and halfConstant(0).
  */
-export function finiteHalves(upper: v128): v128 {
-  return f32x4.mul(v128.and(i32x4.shr_s(upper, 3), i32x4.splat(0x8fffffff)), f32x4.splat(HALF_TO_FLOAT_SCALE));
+export function finiteHalvesWith(upper: v128, mask: v128, scale: v128): v128 {
+  return f32x4.mul(v128.and(i32x4.shr_s(upper, 3), mask), scale);
 }

@@ -259,7 +259,7 @@ function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i
   while (r < min(rowEnd, groupRows)) {
     const group = r & ~3;
     const g = w + <usize>group * rowBytes;
-    const values = q4 ? dotQ4_0Group(g, xq, xd, xb, blocks, sink) : dotQ8_0Group(g, xq, xd, blocks, sink);
+    const values = q4 ? dotQ4_0Group(g, xq, xd, blocks, sink) : dotQ8_0Group(g, xq, xd, blocks, sink);
     const end = min(group + 4, rowEnd);
     for (; r < end; r++) storeLane(out + (<usize>r << 2), values, r - group);
   }

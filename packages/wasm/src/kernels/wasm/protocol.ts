@@ -172,12 +172,15 @@ export interface WorkerSetup {
 }
 
 /**
- * Polls of the control block before sleeping in Atomics.wait (a few hundred
- * microseconds): long enough to bridge the main thread's work between two
- * kernel calls of a decode step (norms, RoPE, sampling), so workers stay awake
- * for a whole forward pass; waking a sleeping thread costs more than polling.
- * (2000 polls let workers fall asleep mid-token: SmolLM2-shape Q8_0 decode at
- * 2 threads ran ~69 tok/s, 20000 ~80.)
+ * Polls of the control block before sleeping in Atomics.wait (about 0.1 ms, ~5 ns
+ * a poll on the machine of docs/performance.md): long enough to bridge the main
+ * thread's work between two kernel calls of a decode step (norms, RoPE,
+ * sampling), so workers stay awake for a whole forward pass; waking a sleeping
+ * thread costs more than polling. (2000 polls let workers fall asleep mid-token:
+ * SmolLM2-shape Q8_0 decode at 2 threads ran ~69 tok/s, 20000 ~80. 2,000,000,
+ * about 10 ms, made the first 128 tokens after load 3-5% faster, bridging V8's
+ * compile-time gaps too, but an idle pool then burns a core for 10 ms after each
+ * burst of work: the test suite, two processes on two cores, took 63 s instead of 43.)
  */
 export const SPIN_LIMIT = 20000;
 

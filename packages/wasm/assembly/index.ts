@@ -7,6 +7,7 @@
 
 import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ8_0 } from "./dot";
 import { dotQ4_K, dotQ6_K } from "./kquants";
+import { decodeLegacy, dotLegacy, Q4_1, Q5_0, Q5_1 } from "./legacy";
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0 } from "./decode";
 export { quantizeActivations } from "./quantize";
 export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
@@ -14,7 +15,7 @@ export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
 import { decodeQ4_0Nibbles, packNibbleTile } from "./nibbles";
 import { decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
-import { dotPackedRowsF32x2, dotPackedTile, interleave4, minimumsTerm4, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
+import { dotPackedRowsF32x2, dotPackedTile, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;
@@ -47,6 +48,12 @@ export function rowBytes(type: i32, cols: i32): i32 {
     case Q4_0:
     case Q4_0_X4:
       return (cols / 32) * 18;
+    case Q4_1:
+      return (cols / 32) * 20;
+    case Q5_0:
+      return (cols / 32) * 22;
+    case Q5_1:
+      return (cols / 32) * 24;
     case Q4_K:
       return (cols / 256) * 144;
     case Q6_K:
@@ -128,6 +135,11 @@ export function matmul(
           break;
         case Q4_0:
           value = dotQ4_0(row, xq + xOffset * 2, xd + blockOffset, xb + blockOffset, blocks);
+          break;
+        case Q4_1:
+        case Q5_0:
+        case Q5_1:
+          value = dotLegacy(type, row, xq + xOffset * 2, xd + blockOffset, xb + blockOffset, blocks);
           break;
         case Q4_K:
           value = dotQ4_K(row, xq + xOffset * 2, xd + blockOffset, xs + blockOffset, cols / 256, scratch);
@@ -228,7 +240,7 @@ function matmulDecoded(
     }
     if (nibbles) packNibbleTile(scratch, scales, blocks, packed);
     else if (!wholeGroup) packTile(scratch, scales, blocks, packed);
-    if (type == Q4_K) interleave4(mins, blocks, mins4);
+    if (hasMinimums(type)) interleave4(mins, blocks, mins4);
     for (let b = 0; b < batch; b += 4) {
       // Activation rows four at a time; the last one to three on their own.
       const tokens = min(4, batch - b);
@@ -237,7 +249,9 @@ function matmulDecoded(
       else dotPackedTile<i16>(packed, xq + <usize>b * <usize>cols * 2, xd + blockOffset, xb + blockOffset, blocks, tokens, results);
       for (let j = 0; j < tokens; j++) {
         let value = v128.load(results + (<usize>j << 4));
-        if (type == Q4_K) value = f32x4.sub(value, minimumsTerm4(mins4, xs + <usize>(b + j) * <usize>blocks * 4, blocks));
+        const rowBlocks = <usize>(b + j) * <usize>blocks * 4;
+        if (type == Q4_K) value = f32x4.sub(value, minimumsTerm4(mins4, xs + rowBlocks, blocks));
+        else if (hasMinimums(type)) value = f32x4.sub(value, minimumsTerm4Quantized(mins4, xd + rowBlocks, xb + rowBlocks, blocks));
         storeLanes(tileOut + <usize>(b + j) * outStride, value, count);
       }
     }
@@ -298,11 +312,24 @@ function storeLanes(at: usize, value: v128, count: i32): void {
 }
 
 /**
- * One Q4_K, Q6_K, F16 or BF16 weight row into plain form (decode.ts): int16 quants with per-block
+ * Types whose blocks subtract a minimum (decoded rows' mins): Q4_K's meet the
+ * activations' float sums, Q4_1's and Q5_1's their quantized sums (legacy.ts).
+ */
+function hasMinimums(type: i32): bool {
+  return type == Q4_K || type == Q4_1 || type == Q5_1;
+}
+
+/**
+ * One Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, F16 or BF16 weight row into plain form (decode.ts, legacy.ts): int16 quants with per-block
  * scales and mins, or f32 (Q4_0 and Q8_0 rows, which may be interleaved, decode in matmulDecoded).
  */
 function decodeRow(type: i32, row: usize, cols: i32, q16: usize, scales: usize, mins: usize): void {
   switch (type) {
+    case Q4_1:
+    case Q5_0:
+    case Q5_1:
+      decodeLegacy(type, row, cols / 32, q16, scales, mins);
+      break;
     case Q4_K:
       decodeQ4_K(row, cols / 256, q16, scales, mins);
       break;

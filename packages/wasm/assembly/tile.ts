@@ -258,3 +258,19 @@ export function minimumsTerm4(mins4: usize, xs: usize, blocks: i32): v128 {
   }
   return acc;
 }
+
+/**
+ * minimumsTerm4 with the activations' quantized sums, xd[i] * xb[i] (scale times
+ * quant sum), in place of their float sums: what four decoded Q4_1 or Q5_1 rows'
+ * minimums subtract (legacy.ts).
+ */
+export function minimumsTerm4Quantized(mins4: usize, xd: usize, xb: usize, blocks: i32): v128 {
+  let acc = f32x4.splat(0);
+  for (let i = 0; i < blocks; i++) {
+    acc = f32x4.add(acc, f32x4.mul(v128.load(mins4), f32x4.splat(load<f32>(xd) * load<f32>(xb))));
+    mins4 += 16;
+    xd += 4;
+    xb += 4;
+  }
+  return acc;
+}

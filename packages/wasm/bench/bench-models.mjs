@@ -56,7 +56,9 @@ export const BENCH_SHAPES = {
   },
 };
 
-export const BENCH_TYPES = { q8_0: GgmlType.Q8_0, q4_0: GgmlType.Q4_0, f16: GgmlType.F16 };
+export const BENCH_TYPES = { q8_0: GgmlType.Q8_0, q4_0: GgmlType.Q4_0, f16: GgmlType.F16, q5_0: GgmlType.Q5_0 };
+/** The types a bench without --types runs (the three; Q5_0, the type K-quant files fall back to for rows not a multiple of 256, on request). */
+export const DEFAULT_BENCH_TYPES = ["q8_0", "q4_0", "f16"];
 
 const ALIGNMENT = 32;
 const CONTEXT_LENGTH = 8192;
@@ -241,9 +243,10 @@ function randomTensor(dims, type, random) {
     for (let i = 0; i < halves.length; i++) halves[i] = table[random() & 4095];
     return bytes;
   }
-  // Q8_0 (f16 scale + 32 int8) and Q4_0 (f16 scale + 16 bytes of nibbles): random quants, one scale.
-  const blockBytes = type === GgmlType.Q8_0 ? 34 : 18;
-  const levels = type === GgmlType.Q8_0 ? 127 : 8;
+  // Q8_0 (f16 scale + 32 int8), Q4_0 (f16 scale + 16 bytes of nibbles) and Q5_0 (f16 scale + 4 bytes
+  // of fifth bits + 16 of nibbles): random quants, one scale.
+  const blockBytes = type === GgmlType.Q8_0 ? 34 : type === GgmlType.Q5_0 ? 22 : 18;
+  const levels = type === GgmlType.Q8_0 ? 127 : type === GgmlType.Q5_0 ? 16 : 8;
   const d = f32ToF16(scale / levels);
   const words = new Uint32Array(Math.ceil(bytes.length / 4));
   for (let i = 0; i < words.length; i++) words[i] = random();

@@ -3,7 +3,7 @@
 // CPU only) on the same GGUF files, side by side in one run. Not a test.
 //
 //   npm run bench -- [model.gguf|folder ...] [--json] [--threads N[,M]] [--runs N]
-//                    [--models smollm2,qwen25,llama32] [--types q8_0,q4_0,f16] [--no-llama]
+//                    [--models smollm2,qwen25,llama32] [--types q8_0,q4_0,f16,q5_0] [--no-llama]
 //                    [--relaxed]
 //
 // --relaxed adds our relaxed-SIMD kernels as an engine of their own (with the V8
@@ -26,7 +26,7 @@ import { cpus, loadavg } from "node:os";
 import { open, stat } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
-import { BENCH_SHAPES, BENCH_TYPES, benchModel } from "./bench-models.mjs";
+import { BENCH_SHAPES, BENCH_TYPES, benchModel, DEFAULT_BENCH_TYPES } from "./bench-models.mjs";
 import { physicalCoreCount } from "../dist/src/kernels/wasm/cores.js";
 import { relaxedSimdSupported } from "../dist/src/kernels/wasm/index.js";
 
@@ -39,7 +39,7 @@ function parseArguments(argv) {
     runs: 3,
     threads: [physicalCoreCount()],
     models: Object.keys(BENCH_SHAPES),
-    types: Object.keys(BENCH_TYPES),
+    types: DEFAULT_BENCH_TYPES,
     llama: true,
     relaxed: false,
     paths: [],

@@ -48,17 +48,25 @@ export function exactlyQuantizableActivations(count: number, next: () => number)
   return x;
 }
 
+/** Bytes per block of the types with a per-block minimum (an f16 at bytes 2..3 of each block). */
+const MINIMUM_BLOCK_BYTES: ReadonlyMap<GgmlType, number> = new Map([
+  [GgmlType.Q4_K, 144],
+  [GgmlType.Q4_1, 20],
+  [GgmlType.Q5_1, 24],
+]);
+
 /**
  * Row r's weights split as w = scaled - offset: `scaled` is the part multiplied
- * by quantized activations (d * sc * q), `offset` the per-block minimum Q4_K
- * subtracts (multiplied by exact float sums of x). Only Q4_K has an offset;
- * zeroing each block's dmin (bytes 2..3 of its 144) leaves the scaled part.
+ * by quantized activations (d * sc * q), `offset` the per-block minimum Q4_K,
+ * Q4_1 and Q5_1 subtract or add (multiplied by exact float sums of x); zeroing
+ * each block's minimum (Q4_K's dmin, the others' m: bytes 2..3) leaves the scaled part.
  */
 export function weightParts(w: WeightMatrix): { weights: Float32Array; scaled: Float32Array } {
   const weights = dequantize(w.type, w.data, w.rows * w.cols);
-  if (w.type !== GgmlType.Q4_K) return { weights, scaled: weights };
+  const blockBytes = MINIMUM_BLOCK_BYTES.get(w.type);
+  if (blockBytes === undefined) return { weights, scaled: weights };
   const withoutMin = w.data.slice();
-  for (let at = 0; at < withoutMin.length; at += 144) withoutMin[at + 2] = withoutMin[at + 3] = 0;
+  for (let at = 0; at < withoutMin.length; at += blockBytes) withoutMin[at + 2] = withoutMin[at + 3] = 0;
   return { weights, scaled: dequantize(w.type, withoutMin, w.rows * w.cols) };
 }
 
@@ -74,14 +82,16 @@ const F32_EPSILON = 2 ** -23;
  *
  * Activation quantization (quantized types only): each x is rounded to the
  * nearest multiple of its block's step amax / 127, an error of at most
- * amax / 254, which the scaled weight multiplies: sum_c |scaled_c| * amax_c / 254.
- * Float types read x as is and get no such term.
+ * amax / 254, which the scaled weight multiplies: sum_c |scaled_c| * amax_c / 254
+ * (the whole weight for Q4_1 and Q5_1, whose minimum meets the quantized
+ * activations too, as llama.cpp's does). Float types read x as is and get no such term.
  */
 export function errorBounds(w: WeightMatrix, x: Float32Array, batch: number, quantizedActivations: boolean): Float64Array {
   const { rows, cols } = w;
   const { weights, scaled } = weightParts(w);
   const bounds = new Float64Array(batch * rows);
   const roundings = (cols / 8 + 16) * F32_EPSILON;
+  const offsetQuantized = w.type === GgmlType.Q4_1 || w.type === GgmlType.Q5_1;
   const blockMax = new Float64Array(cols / 32); // [cols / 32]: amax of each activation block
   for (let b = 0; b < batch; b++) {
     const xBase = b * cols;
@@ -97,7 +107,7 @@ export function errorBounds(w: WeightMatrix, x: Float32Array, batch: number, qua
         const xc = Math.abs(x[xBase + c]!);
         const s = scaled[wBase + c]!;
         magnitude += (Math.abs(s) + Math.abs(s - weights[wBase + c]!)) * xc;
-        if (quantizedActivations) activationError += (Math.abs(s) * blockMax[Math.floor(c / 32)]!) / 254;
+        if (quantizedActivations) activationError += (Math.abs(offsetQuantized ? weights[wBase + c]! : s) * blockMax[Math.floor(c / 32)]!) / 254;
       }
       bounds[b * rows + r] = roundings * magnitude + activationError * (1 + 1e-6) + 1e-30;
     }

@@ -21,6 +21,9 @@ const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
   GgmlType.BF16,
   GgmlType.Q8_0,
   GgmlType.Q4_0,
+  GgmlType.Q4_1,
+  GgmlType.Q5_0,
+  GgmlType.Q5_1,
   GgmlType.Q4_K,
   GgmlType.Q6_K,
 ]);
@@ -43,14 +46,14 @@ const Needs = {
   QUANTS: 1,
   /** The blocks' sums, for the minimums of Q4_K. */
   SUMS: 2,
-  /** The blocks' quant sums, for Q4_0's -8 offset. */
+  /** The blocks' quant sums, for Q4_0's -8 offset and the minimums of Q4_1 and Q5_1. */
   QUANT_SUMS: 4,
 } as const;
 
 function activationNeeds(type: GgmlType): number {
   if (FLOAT_TYPES.has(type)) return 0;
   if (type === GgmlType.Q4_K) return Needs.QUANTS | Needs.SUMS;
-  if (type === GgmlType.Q4_0 || type === GgmlType.Q4_0_X4) return Needs.QUANTS | Needs.QUANT_SUMS;
+  if (type === GgmlType.Q4_0 || type === GgmlType.Q4_0_X4 || type === GgmlType.Q4_1 || type === GgmlType.Q5_1) return Needs.QUANTS | Needs.QUANT_SUMS;
   return Needs.QUANTS;
 }
 
@@ -110,7 +113,7 @@ export class MatmulHost {
       this.run(outs, ws, x, batch, cols);
       return;
     }
-    // Q4_1, Q5_0, Q5_1, Q5_K: rare in current models; the plain TypeScript kernel reads them.
+    // Q5_K (and any other type kernels.wasm does not read): the plain TypeScript kernel reads them.
     const picked = ws.map((w, i) => i).filter((i) => this.readsNatively(ws[i]!));
     for (let i = 0; i < ws.length; i++) if (!this.readsNatively(ws[i]!)) referenceMatmul(outs[i]!, ws[i]!, x, batch);
     for (let from = 0; from < picked.length; from += MAX_MATRICES) {

@@ -20,8 +20,8 @@
 // and 24 + j in bits 0-3, 4-7, 8-11 and 12-15. Shifting each to the top four bits gives
 // (q - 8) * 4096 in an int16 lane, in element order, with no widening and no -8 term.
 //
-// The decode loops store each row's integer sums to `sink` (64 bytes of the calling thread's
-// scratch, never read) as soon as they are computed. V8 keeps memory accesses in program order
+// The decode loops store each row's integer sums to `sink` (the calling thread's scratch, never
+// read by the caller) as soon as they are computed. V8 keeps memory accesses in program order
 // but lays out the pure work between them level by level: all of a block's loads, then every
 // unpack, then every product. For four rows that holds ~20 vectors at once, more than the 15
 // registers it allocates, and it spilled a third of them to its stack each block. A store after
@@ -29,10 +29,14 @@
 // spills (x64 instructions per block of four rows, Q4_0: 135 with 29 stack moves before, 107 with
 // 2 after; Q8_0: 130 with 27, 113 with none; kernel A/B 1.13-1.15 x and 1.07-1.2 x). Their
 // vector constants are loaded once before the loop (V8 rebuilds a vector constant written inline
-// at each use, three instructions, inside the loop): a further 1.05 x for Q4_0.
+// at each use, three instructions, inside the loop): a further 1.05 x for Q4_0. The four block
+// scales convert the short way of finite halves (four instructions against ten) while the loop
+// tracks their largest magnitude; a group with an infinite or NaN scale, which a real model does
+// not have, is computed again with the full conversion, so every group gets the same bits as
+// with the full one (1.08 x Q4_0, 1.04-1.07 x Q8_0).
 
 import { widenQuants } from "./decode";
-import { HALF_SCALE_OVER_4096, halfConstant, halfToFloat, halvesToFloats, halvesToFloatsWith } from "./half";
+import { FINITE_MASK, finiteHalvesWith, HALF_SCALE_OVER_4096, halfConstant, halfToFloat, halvesToFloats, halvesToFloatsWith, upperHalves } from "./half";
 import { PACKED_BLOCK_BYTES, sumLanes4 } from "./tile";
 
 /** Bytes of one block of a group: four scales, four payloads. */
@@ -127,49 +131,92 @@ function quantDot(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
   return i32x4.add(sum, i32x4.add(i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(high), x2), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(high), x3)));
 }
 
-/** The f16 scales of a group's block at g (halfConstant 0..2 given), times `scale`. */
-function groupScales(g: usize, scale: f32, h0: v128, h1: v128, h2: v128): v128 {
-  return f32x4.mul(halvesToFloatsWith(i32x4.extend_low_i16x8_u(v128.load64_zero(g)), h0, h1, h2), f32x4.splat(scale));
+/**
+ * The decode loops of the interleaved groups, static so that they can be marked @inline
+ * (eslint's parser accepts decorators on class members only) and specialized on `exact`.
+ */
+class GroupLoop {
+  /**
+   * The f16 scales of a group's block at g, times `scale`. Not exact (exact = false): the
+   * finite halves' short conversion (half.ts's finiteHalvesWith, four instructions against ten),
+   * whose caller tracks the largest magnitude to find the infinities and NaNs it gets wrong;
+   * c0..c2: halfConstant(0 or HALF_SCALE_OVER_4096, FINITE_MASK, -) then, or (0 or
+   * HALF_SCALE_OVER_4096, 1, 2) for halvesToFloatsWith.
+   */
+  @inline static scales(g: usize, scale: f32, exact: bool, c0: v128, c1: v128, c2: v128): v128 {
+    const bits = v128.load64_zero(g);
+    const floats = exact ? halvesToFloatsWith(i32x4.extend_low_i16x8_u(bits), c0, c1, c2) : finiteHalvesWith(upperHalves(bits, false), c1, c0);
+    return f32x4.mul(floats, f32x4.splat(scale));
+  }
+
+  /** The group's four scales at g shifted left by one (the sign dropped), for the running largest. */
+  @inline static magnitudes(g: usize): v128 {
+    return i16x8.shl(v128.load64_zero(g), 1);
+  }
+
+  /** A Q4_0_X4 (q4) or Q8_0_X4 group's row k's block at g · the activations x0..x3 (nibbleDot, quantDot). */
+  @inline static rowDot(g: usize, k: usize, q4: bool, x0: v128, x1: v128, x2: v128, x3: v128, mask: v128): v128 {
+    return q4 ? nibbleDot(g + 8 + 16 * k, x0, x1, x2, x3, mask) : quantDot(g + 8 + 32 * k, x0, x1, x2, x3);
+  }
+
+  /**
+   * dotQ4_0Group's (q4) or dotQ8_0Group's loop; not exact: the largest doubled magnitude of its
+   * scales left at sink + 64.
+   */
+  @inline static run(g: usize, xq: usize, xd: usize, blocks: i32, sink: usize, q4: bool, exact: bool): v128 {
+    let acc = f32x4.splat(0);
+    let largest = i16x8.splat(0);
+    const mask = v128.load(TOP_NIBBLE);
+    // Q4_0's sums are 4096 t (below): its scales come out of the conversion times 1 / 4096.
+    const c0 = halfConstant(q4 ? HALF_SCALE_OVER_4096 : 0);
+    const c1 = halfConstant(exact ? 1 : FINITE_MASK);
+    const c2 = halfConstant(2);
+    for (let i = 0; i < blocks; i++) {
+      const x0 = v128.load(xq, 0);
+      const x1 = v128.load(xq, 16);
+      const x2 = v128.load(xq, 32);
+      const x3 = v128.load(xq, 48);
+      // Each row's block sum: Q4_0's 4096 t, t = sum (q - 8) * x, an integer below 2^15 in
+      // magnitude, so exact in f32; the 1 / 4096 is in the weight scales (c0), a power of two, so
+      // the same bits as scaling the sums, for no instruction at all. (The relaxed build runs this
+      // same loop: its 8-bit products would need the lanes turned back into unsigned nibbles and
+      // the activations narrowed per block, which measured 0.92 x this.)
+      // Each row's products finish before the next row's loads (sink, header).
+      const r0 = GroupLoop.rowDot(g, 0, q4, x0, x1, x2, x3, mask);
+      v128.store(sink, r0);
+      const r1 = GroupLoop.rowDot(g, 1, q4, x0, x1, x2, x3, mask);
+      v128.store(sink, r1, 16);
+      const r2 = GroupLoop.rowDot(g, 2, q4, x0, x1, x2, x3, mask);
+      v128.store(sink, r2, 32);
+      const r3 = GroupLoop.rowDot(g, 3, q4, x0, x1, x2, x3, mask);
+      v128.store(sink, r3, 48);
+      const sums = f32x4.convert_i32x4_s(sumLanes4(r0, r1, r2, r3));
+      if (!exact) largest = i16x8.max_u(largest, GroupLoop.magnitudes(g));
+      acc = f32x4.add(acc, f32x4.mul(sums, GroupLoop.scales(g, load<f32>(xd), exact, c0, c1, c2)));
+      g += groupBlockBytes(q4 ? 16 : 32);
+      xq += 64;
+      xd += 4;
+    }
+    if (!exact) v128.store(sink, largest, 64);
+    return acc;
+  }
+}
+
+/** Whether the largest doubled magnitude at p (GroupLoop's, after a loop) has exponent 31: an infinity or NaN. */
+function hadSpecialScale(p: usize): bool {
+  return i16x8.bitmask(i16x8.ge_u(v128.load(p), i16x8.splat(<i16>0xf800))) != 0;
 }
 
 /**
  * Lane k = row k of the Q4_0_X4 group at g · the activations: xq int16
  * [blocks * 32], xd the blocks' scales (the signed-nibble lanes carry the -8 offset themselves).
- * sink: 64 bytes of this thread's scratch, written and never read (header).
+ * sink: 80 bytes of this thread's scratch, written and never read by the caller (header). The
+ * scales convert the short way, and a group with an infinite or NaN scale, found by the largest
+ * magnitude the loop tracks, is computed again the exact way: the same bits for every group.
  */
 export function dotQ4_0Group(g: usize, xq: usize, xd: usize, blocks: i32, sink: usize): v128 {
-  let acc = f32x4.splat(0);
-  const mask = v128.load(TOP_NIBBLE);
-  // The sums are 4096 t (below): the scales come out of the conversion times 1 / 4096.
-  const h0 = halfConstant(HALF_SCALE_OVER_4096);
-  const h1 = halfConstant(1);
-  const h2 = halfConstant(2);
-  for (let i = 0; i < blocks; i++) {
-    const x0 = v128.load(xq, 0);
-    const x1 = v128.load(xq, 16);
-    const x2 = v128.load(xq, 32);
-    const x3 = v128.load(xq, 48);
-    // Each row's block sum t = sum (q - 8) * x, an integer below 2^15 in magnitude. (The relaxed
-    // build runs this same loop: its 8-bit products would need the lanes turned back into unsigned
-    // nibbles and the activations narrowed per block, which measured 0.92 x this.)
-    // Each row's products finish before the next row's loads (sink, header).
-    const r0 = nibbleDot(g + 8, x0, x1, x2, x3, mask);
-    v128.store(sink, r0);
-    const r1 = nibbleDot(g + 24, x0, x1, x2, x3, mask);
-    v128.store(sink, r1, 16);
-    const r2 = nibbleDot(g + 40, x0, x1, x2, x3, mask);
-    v128.store(sink, r2, 32);
-    const r3 = nibbleDot(g + 56, x0, x1, x2, x3, mask);
-    v128.store(sink, r3, 48);
-    // 4096 t: exact as f32. The 1 / 4096 is in the weight scales (h0): a power of two, so the
-    // same bits as scaling the sums, for no instruction at all.
-    const sums = f32x4.convert_i32x4_s(sumLanes4(r0, r1, r2, r3));
-    acc = f32x4.add(acc, f32x4.mul(sums, groupScales(g, load<f32>(xd), h0, h1, h2)));
-    g += 72;
-    xq += 64;
-    xd += 4;
-  }
-  return acc;
+  const acc = GroupLoop.run(g, xq, xd, blocks, sink, true, false);
+  return hadSpecialScale(sink + 64) ? GroupLoop.run(g, xq, xd, blocks, sink, true, true) : acc;
 }
 
 /**
@@ -235,29 +282,6 @@ export function decodeGroupToTile(g: usize, blocks: i32, q4: bool, packed: usize
 
 /** As dotQ4_0Group for a Q8_0_X4 group. */
 export function dotQ8_0Group(g: usize, xq: usize, xd: usize, blocks: i32, sink: usize): v128 {
-  let acc = f32x4.splat(0);
-  const h0 = halfConstant(0);
-  const h1 = halfConstant(1);
-  const h2 = halfConstant(2);
-  for (let i = 0; i < blocks; i++) {
-    const x0 = v128.load(xq, 0);
-    const x1 = v128.load(xq, 16);
-    const x2 = v128.load(xq, 32);
-    const x3 = v128.load(xq, 48);
-    // Each row's products finish before the next row's loads (sink, header).
-    const r0 = quantDot(g + 8, x0, x1, x2, x3);
-    v128.store(sink, r0);
-    const r1 = quantDot(g + 40, x0, x1, x2, x3);
-    v128.store(sink, r1, 16);
-    const r2 = quantDot(g + 72, x0, x1, x2, x3);
-    v128.store(sink, r2, 32);
-    const r3 = quantDot(g + 104, x0, x1, x2, x3);
-    v128.store(sink, r3, 48);
-    const isum = sumLanes4(r0, r1, r2, r3);
-    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum), groupScales(g, load<f32>(xd), h0, h1, h2)));
-    g += 136;
-    xq += 64;
-    xd += 4;
-  }
-  return acc;
+  const acc = GroupLoop.run(g, xq, xd, blocks, sink, false, false);
+  return hadSpecialScale(sink + 64) ? GroupLoop.run(g, xq, xd, blocks, sink, false, true) : acc;
 }

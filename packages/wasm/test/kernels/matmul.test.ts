@@ -6,6 +6,7 @@
 // runs this file again with the V8 flag on runtimes that need one).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { f16ToF32 } from "../../src/formats/half.js";
 import { referenceMatmul } from "../../src/kernels/reference.js";
 import { GgmlType, plainTypeOf, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
 import { createWasmKernels, relaxedSimdSupported } from "../../src/kernels/wasm/index.js";
@@ -202,6 +203,65 @@ describe("wasm matmul: special half-precision values", () => {
         kernels.matmul(out, w, x, batch);
         const expected = reference(w, x, batch);
         for (let i = 0; i < out.length; i++) assert.ok(Object.is(out[i], expected[i]), `out[${i}], batch ${batch}: ${out[i]} vs ${expected[i]}`);
+      }
+    } finally {
+      await kernels.dispose?.();
+    }
+  });
+});
+
+describe("wasm matmul: special block scales in the interleaved decode loops", () => {
+  /**
+   * Row r of a Q4_0 / Q8_0 matrix times activations that int8 quantization keeps exactly, in
+   * float64: per block its scale times the exact integer sum of q * x (q - 8 for Q4_0), the way
+   * the decode loops compute it, so an infinite or NaN scale gives the same non-finite result.
+   */
+  function blockwiseDot(type: GgmlType, data: Uint8Array, r: number, cols: number, x: Float32Array): number {
+    const blockBytes = type === GgmlType.Q4_0 ? 18 : 34;
+    let sum = 0;
+    for (let b = 0; b < cols / 32; b++) {
+      const at = (r * (cols / 32) + b) * blockBytes;
+      let t = 0;
+      for (let e = 0; e < 32; e++) {
+        const q = type === GgmlType.Q4_0 ? ((e < 16 ? data[at + 2 + e]! & 15 : data[at + 2 + e - 16]! >> 4) - 8) : (data[at + 2 + e]! << 24) >> 24;
+        t += q * x[b * 32 + e]!;
+      }
+      sum += t * f16ToF32(data[at]! | (data[at + 1]! << 8));
+    }
+    return sum;
+  }
+
+  it("Q4_0_X4 and Q8_0_X4 groups whose scales hold infinities, NaN, subnormals or -0 give each block's scale times its exact sum", async () => {
+    const kernels = await createWasmKernels({ threads: 1 });
+    try {
+      const next = random(515);
+      // +inf, -inf, NaN, the smallest and largest subnormal, -0 and the largest finite half.
+      const specials = [0x7c00, 0xfc00, 0x7e00, 0x0001, 0x03ff, 0x8000, 0x7bff];
+      for (const [type, blockBytes] of [
+        [GgmlType.Q4_0, 18],
+        [GgmlType.Q8_0, 34],
+      ] as const) {
+        const rows = 12;
+        const cols = 128;
+        const w = randomMatrix(type, rows, cols, next);
+        // Row r's block r % 4 takes special r % 7 (rows 7 and 8 repeat two): every group of four rows holds several.
+        for (let r = 0; r < specials.length + 2; r++) {
+          const at = (r * (cols / 32) + (r % 4)) * blockBytes;
+          w.data[at] = specials[r % specials.length]! & 0xff;
+          w.data[at + 1] = specials[r % specials.length]! >> 8;
+        }
+        const x = exactlyQuantizableActivations(cols, next);
+        const out = new Float32Array(rows);
+        kernels.matmul(out, kernels.prepareMatrix!(w), x, 1);
+        const bounds = errorBounds(w, x, 1, false);
+        const expected = Array.from({ length: rows }, (_, r) => blockwiseDot(type, w.data, r, cols, x));
+        for (let r = 0; r < rows; r++) {
+          const label = `${GgmlType[type]} row ${r}: ${out[r]}, expected ${expected[r]}`;
+          // Which non-finite value a sum ends in does not depend on the order of its terms.
+          if (!Number.isFinite(expected[r]!)) assert.ok(Object.is(out[r], Math.fround(expected[r]!)), label);
+          else assert.ok(Math.abs(out[r]! - expected[r]!) <= 2 * bounds[r]!, label);
+        }
+        assert.ok(expected.some((v) => Number.isNaN(v)) && expected.some((v) => Math.abs(v) === Infinity), `${GgmlType[type]}: the specials reach the results`);
       }
     } finally {
       await kernels.dispose?.();

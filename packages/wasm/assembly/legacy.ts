@@ -36,35 +36,36 @@ export function legacyBlockBytes(type: i32): usize {
 
 /**
  * Vector constants: 0x0f in every byte; each byte's bit within its qh byte
- * (1, 2, 4, .. 128, twice); 0x10 in every byte; and the shuffle that gives byte
- * j of the low (high) half qh's byte j / 8 (2 + j / 8), as selector bytes.
+ * (1, 2, 4, .. 128, twice); 0x10 in every byte; and the swizzles that give byte
+ * j of the low (high) half qh's byte j / 8 (2 + j / 8). As data loaded once per
+ * call: V8 rebuilds an inline shuffle's selector bytes at every use.
  */
 const LEGACY_CONSTANTS = memory.data<u8>([
   0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f,
   1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
   0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
+  0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
 ]);
 
 /**
  * A block's steps, as static members so that they can be marked @inline (eslint's
  * parser accepts decorators on class members only): inlined with a constant
  * `type`, each exported function below keeps only its type's branches.
- * c0, c1, c2: LEGACY_CONSTANTS' three vectors, loaded once per call.
+ * c0..c4: LEGACY_CONSTANTS' five vectors, loaded once per call.
  */
 class LegacyBlock {
-  /** 0x10 in byte j where bit j of qh's bytes `from` and `from` + 1 (lanes of the splat qh) is set, else 0. */
-  @inline static fifthBits(qh: v128, from: i32, c1: v128, c2: v128): v128 {
-    const bytes = from == 0
-      ? i8x16.shuffle(qh, qh, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
-      : i8x16.shuffle(qh, qh, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  /** 0x10 in byte j where bit j of the 16 qh bits `spread` (c3 or c4) picks is set, else 0. */
+  @inline static fifthBits(qh: v128, spread: v128, c1: v128, c2: v128): v128 {
+    const bytes = i8x16.swizzle(qh, spread);
     return v128.and(i8x16.eq(v128.and(bytes, c1), c1), c2);
   }
 
   /** The block at w's values q as int8: elements 0..15 (high = false) or 16..31. Q5_0's come as q - 16. */
-  @inline static values(type: i32, w: usize, high: bool, c0: v128, c1: v128, c2: v128): v128 {
+  @inline static values(type: i32, w: usize, high: bool, c0: v128, c1: v128, c2: v128, c3: v128, c4: v128): v128 {
     const packed = v128.load(w + (type == Q4_1 ? 4 : type == Q5_0 ? 6 : 8));
     let q = high ? v128.and(i16x8.shr_u(packed, 4), c0) : v128.and(packed, c0);
-    if (type != Q4_1) q = v128.or(q, LegacyBlock.fifthBits(v128.load32_splat(w + (type == Q5_0 ? 2 : 4)), high ? 2 : 0, c1, c2));
+    if (type != Q4_1) q = v128.or(q, LegacyBlock.fifthBits(v128.load32_zero(w + (type == Q5_0 ? 2 : 4)), high ? c4 : c3, c1, c2));
     if (type == Q5_0) q = i8x16.sub(q, c2); // - 16
     return q;
   }
@@ -79,13 +80,15 @@ class LegacyBlock {
     const c0 = v128.load(LEGACY_CONSTANTS);
     const c1 = v128.load(LEGACY_CONSTANTS, 16);
     const c2 = v128.load(LEGACY_CONSTANTS, 32);
+    const c3 = v128.load(LEGACY_CONSTANTS, 48);
+    const c4 = v128.load(LEGACY_CONSTANTS, 64);
     const stride = legacyBlockBytes(type);
     let acc = f32x4.splat(0);
     let minimums: f32 = 0;
     for (let i = 0; i < blocks; i++) {
       // At most 32 * 31 * 127 in magnitude: exact in f32.
-      const low = LegacyBlock.dot16(LegacyBlock.values(type, w, false, c0, c1, c2), xq);
-      const isum = i32x4.add(low, LegacyBlock.dot16(LegacyBlock.values(type, w, true, c0, c1, c2), xq + 32));
+      const low = LegacyBlock.dot16(LegacyBlock.values(type, w, false, c0, c1, c2, c3, c4), xq);
+      const isum = i32x4.add(low, LegacyBlock.dot16(LegacyBlock.values(type, w, true, c0, c1, c2, c3, c4), xq + 32));
       const scale = load<f32>(xd);
       acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(isum), f32x4.splat(halfToFloat(load<u16>(w)) * scale)));
       if (type != Q5_0) minimums += halfToFloat(load<u16>(w, 2)) * (scale * load<f32>(xb));
@@ -102,10 +105,12 @@ class LegacyBlock {
     const c0 = v128.load(LEGACY_CONSTANTS);
     const c1 = v128.load(LEGACY_CONSTANTS, 16);
     const c2 = v128.load(LEGACY_CONSTANTS, 32);
+    const c3 = v128.load(LEGACY_CONSTANTS, 48);
+    const c4 = v128.load(LEGACY_CONSTANTS, 64);
     const stride = legacyBlockBytes(type);
     for (let i = 0; i < blocks; i++) {
-      const low = LegacyBlock.values(type, w, false, c0, c1, c2);
-      const high = LegacyBlock.values(type, w, true, c0, c1, c2);
+      const low = LegacyBlock.values(type, w, false, c0, c1, c2, c3, c4);
+      const high = LegacyBlock.values(type, w, true, c0, c1, c2, c3, c4);
       v128.store(q16, i16x8.extend_low_i8x16_s(low), 0);
       v128.store(q16, i16x8.extend_high_i8x16_s(low), 16);
       v128.store(q16, i16x8.extend_low_i8x16_s(high), 32);

@@ -11,7 +11,7 @@
 // one; bit j of qh is the fifth bit of element j.
 //
 // Decode (one activation row): the 32 values of a block are built in int8 lanes
-// (the fifth bits spread over bytes with one shuffle, a mask and a compare),
+// (the fifth bits spread over bytes with one swizzle, a mask and a compare),
 // widened and multiplied with the int16 activations of quantize.ts: an exact
 // integer sum per block, scaled by d times the activation block's scale. The
 // minimum m (Q4_1, Q5_1) meets the block's quantized activations too, as their

@@ -14,7 +14,7 @@ export { attention, attentionChunks, attentionCombine, attentionRecordBytes, att
 export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
 import { decodeQ4_0Nibbles, packNibbleTile } from "./nibbles";
-import { decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
+import { decodeGroupRowQ4_0, decodeGroupRowQ5_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
 import { dotPackedRowsF32x2, dotPackedTile, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
@@ -25,9 +25,15 @@ const Q8_0 = 8;
 const Q4_K = 12;
 const Q6_K = 14;
 const BF16 = 30;
-/** Not ggml types: Q4_0 / Q8_0 rows interleaved in groups of four at load (interleave.ts). */
+/** Not ggml types: Q4_0 / Q8_0 / Q5_0 rows interleaved in groups of four at load (interleave.ts). */
 const Q4_0_X4 = 1000;
 const Q8_0_X4 = 1001;
+const Q5_0_X4 = 1002;
+
+/** Whether `type` is one of the interleaved layouts. */
+function isGrouped(type: i32): bool {
+  return type == Q4_0_X4 || type == Q8_0_X4 || type == Q5_0_X4;
+}
 
 /** First address past the module's own static data: the host allocates from here. */
 export function heapBase(): usize {
@@ -51,6 +57,7 @@ export function rowBytes(type: i32, cols: i32): i32 {
     case Q4_1:
       return (cols / 32) * 20;
     case Q5_0:
+    case Q5_0_X4:
       return (cols / 32) * 22;
     case Q5_1:
       return (cols / 32) * 24;
@@ -64,12 +71,13 @@ export function rowBytes(type: i32, cols: i32): i32 {
 }
 
 /**
- * Rewrites a Q4_0 or Q8_0 matrix at w into Q4_0_X4 / Q8_0_X4 in place
+ * Rewrites a Q4_0, Q8_0 or Q5_0 matrix at w into Q4_0_X4 / Q8_0_X4 / Q5_0_X4 in place
  * (interleave.ts); scratch: 4 * rowBytes(type, cols) bytes. Other types: nothing.
  */
 export function interleave(type: i32, w: usize, rows: i32, cols: i32, scratch: usize): void {
   if (type == Q4_0) interleaveRows(w, rows, cols, 16, scratch);
   else if (type == Q8_0) interleaveRows(w, rows, cols, 32, scratch);
+  else if (type == Q5_0) interleaveRows(w, rows, cols, 20, scratch);
 }
 
 /** Scratch bytes one thread needs to decode a row of `cols` (see matmul's `scratch`). */
@@ -119,7 +127,7 @@ export function matmul(
   }
   const stride = <usize>rowBytes(type, cols);
   const blocks = cols / 32;
-  if ((type == Q4_0_X4 || type == Q8_0_X4) && batch == 1) {
+  if (isGrouped(type) && batch == 1) {
     matmulInterleaved(type, out, w, rows, blocks, xq, xd, xb, rowStart, rowEnd, scratch);
     return;
   }
@@ -199,8 +207,8 @@ function matmulDecoded(
   for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
     const count = min(TILE_ROWS, rowEnd - r);
     // Four rows that are one interleaved group decode straight into the packed tile.
-    const wholeGroup = !nibbles && (type == Q4_0_X4 || type == Q8_0_X4) && (r & 3) == 0 && r + TILE_ROWS <= (rows & ~3);
-    if (wholeGroup) decodeGroupToTile(w + <usize>r * stride, blocks, type == Q4_0_X4, packed);
+    const wholeGroup = !nibbles && isGrouped(type) && (r & 3) == 0 && r + TILE_ROWS <= (rows & ~3);
+    if (wholeGroup) decodeGroupToTile(w + <usize>r * stride, blocks, type == Q4_0_X4 ? 16 : type == Q8_0_X4 ? 32 : 20, packed);
     for (let k = 0; k < TILE_ROWS && !wholeGroup; k++) {
       const row = r + min(k, count - 1);
       const decoded = scratch + <usize>k * (nibbles ? <usize>cols : decodedBytes);
@@ -208,13 +216,15 @@ function matmulDecoded(
       const rowMins = mins + <usize>k * rowValuesBytes;
       const plainRow = w + <usize>row * stride;
       // A row of an interleaved group (the tail rows after the groups are plain).
-      const grouped = (type == Q4_0_X4 || type == Q8_0_X4) && row < (rows & ~3);
+      const grouped = isGrouped(type) && row < (rows & ~3);
       const group = w + <usize>(row & ~3) * stride;
       if (type == Q8_0 || type == Q8_0_X4) {
         // Block i's scale at scaleAt + i * blockStride, its quants 2 bytes on, or at the row's lane offset in a group.
         const scaleAt = grouped ? group + 2 * <usize>(row & 3) : plainRow;
         const quantsAt = grouped ? group + 8 + 32 * <usize>(row & 3) : plainRow + 2;
         decodeQ8_0(scaleAt, quantsAt, grouped ? groupBlockBytes(32) : 34, blocks, decoded, rowScales, rowMins);
+      } else if (grouped && type == Q5_0_X4) {
+        decodeGroupRowQ5_0(group, row & 3, blocks, decoded, rowScales, rowMins);
       } else if (grouped) {
         decodeGroupRowQ4_0(group, row & 3, blocks, decoded, rowScales, rowMins, nibbles); // signed-nibble lanes
       } else if (nibbles) {
@@ -222,7 +232,7 @@ function matmulDecoded(
       } else if (type == Q4_0 || type == Q4_0_X4) {
         decodeQ4_0(plainRow, blocks, decoded, rowScales, rowMins);
       } else {
-        decodeRow(type, plainRow, cols, decoded, rowScales, rowMins);
+        decodeRow(type == Q5_0_X4 ? Q5_0 : type, plainRow, cols, decoded, rowScales, rowMins); // Q5_0_X4: a tail row
       }
     }
     const tileOut = out + (<usize>r << 2);
@@ -259,7 +269,7 @@ function matmulDecoded(
 }
 
 /**
- * Q4_0_X4 rows [rowStart, rowEnd) times one activation row (interleave.ts):
+ * Q4_0_X4, Q8_0_X4 or Q5_0_X4 rows [rowStart, rowEnd) times one activation row (interleave.ts):
  * whole groups four rows at a time, a group cut by the range computed whole
  * with only its rows in range stored (each lane's arithmetic is its row's
  * alone, so the same bits wherever threads split), the plain tail rows one by one.
@@ -267,19 +277,25 @@ function matmulDecoded(
  */
 function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i32, xq: usize, xd: usize, xb: usize, rowStart: i32, rowEnd: i32, sink: usize): void {
   const groupRows = rows & ~3;
-  const q4 = type == Q4_0_X4;
-  const rowBytes = <usize>blocks * (q4 ? 18 : 34);
+  const stride = <usize>rowBytes(type, blocks * 32);
   let r = rowStart;
   while (r < min(rowEnd, groupRows)) {
     const group = r & ~3;
-    const g = w + <usize>group * rowBytes;
-    const values = q4 ? dotQ4_0Group(g, xq, xd, blocks, sink) : dotQ8_0Group(g, xq, xd, blocks, sink);
+    const g = w + <usize>group * stride;
+    let values: v128;
+    if (type == Q4_0_X4) values = dotQ4_0Group(g, xq, xd, blocks, sink);
+    else if (type == Q8_0_X4) values = dotQ8_0Group(g, xq, xd, blocks, sink);
+    else values = dotQ5_0Group(g, xq, xd, xb, blocks, sink);
     const end = min(group + 4, rowEnd);
     for (; r < end; r++) storeLane(out + (<usize>r << 2), values, r - group);
   }
   for (; r < rowEnd; r++) {
-    const row = w + <usize>r * rowBytes;
-    store<f32>(out + (<usize>r << 2), q4 ? dotQ4_0(row, xq, xd, xb, blocks) : dotQ8_0(row, xq, xd, blocks));
+    const row = w + <usize>r * stride;
+    let value: f32;
+    if (type == Q4_0_X4) value = dotQ4_0(row, xq, xd, xb, blocks);
+    else if (type == Q8_0_X4) value = dotQ8_0(row, xq, xd, blocks);
+    else value = dotLegacy(Q5_0, row, xq, xd, xb, blocks);
+    store<f32>(out + (<usize>r << 2), value);
   }
 }
 

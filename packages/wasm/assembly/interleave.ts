@@ -7,15 +7,18 @@
 // when the weights stream from memory; interleaved, the same arithmetic
 // measured 1.4 x for Q4_0 and 1.1-1.3 x for Q8_0.)
 //
-// Layouts Q4_0_X4 and Q8_0_X4 (the bytes of Q4_0 / Q8_0, moved), for rows R,
-// B = cols / 32 blocks, and P = 16 (Q4_0's nibbles) or 32 (Q8_0's quants)
-// payload bytes per block:
+// Layouts Q4_0_X4, Q8_0_X4 and Q5_0_X4 (the bytes of Q4_0 / Q8_0 / Q5_0, moved), for rows R,
+// B = cols / 32 blocks, and P = 16 (Q4_0's nibbles), 32 (Q8_0's quants) or 20 (Q5_0's qh and
+// nibbles, as stored) payload bytes per block:
 //   groups:   floor(R / 4) groups of four rows, (8 + 4P) * B bytes each; per block b:
 //               f16 d[4]       row k's scale at 2k                     8 bytes
 //               u8 q[4][P]     row k's payload at 8 + kP               4P bytes
 //   tail:     the last R % 4 rows in the plain type, after the groups
 // A row's block b in a group: scale at group + (8 + 4P)b + 2k, payload at group + (8 + 4P)b + 8 + kP.
-// Q8_0's payload is its 32 quants as stored. Q4_0's is rearranged for its dot product: as eight
+// Q8_0's payload is its 32 quants as stored. Q5_0's is its 16 nibble bytes as stored after its 32
+// fifth bits, whose order changes (fifthBitLanes): element j < 16 in byte j % 4 at bit j / 4, element
+// 16 + j at bit 4 + j / 4, so that the word splat across a vector (byte j: its byte j % 4) and one
+// mask per half give each element's bit in its own byte, with no shuffle. Q4_0's is rearranged for its dot product: as eight
 // u16 lanes, lane j holds the signed 4-bit values q - 8 (q XOR 8) of elements j, 8 + j, 16 + j
 // and 24 + j in bits 0-3, 4-7, 8-11 and 12-15. Shifting each to the top four bits gives
 // (q - 8) * 4096 in an int16 lane, in element order, with no widening and no -8 term.
@@ -45,7 +48,7 @@ export function groupBlockBytes(payload: usize): usize {
 }
 
 /**
- * Rewrites a Q4_0 (payload 16) or Q8_0 (payload 32) matrix [rows, cols] at w
+ * Rewrites a Q4_0 (payload 16), Q8_0 (payload 32) or Q5_0 (payload 20) matrix [rows, cols] at w
  * into its interleaved layout, in place. scratch: 4 * (2 + payload) * (cols / 32)
  * bytes, a copy of the group being rewritten.
  */
@@ -62,11 +65,14 @@ export function interleaveRows(w: usize, rows: i32, cols: i32, payload: usize, s
       for (let k = 0; k < 4; k++) {
         const block = scratch + <usize>k * rowBytes + <usize>b * blockBytes;
         store<u16>(out + 2 * k, load<u16>(block));
-        // 16 or 32 bytes: vector moves (a memory.copy per block costs several times more at load).
+        // 16, 20 or 32 bytes: vector moves (a memory.copy per block costs several times more at load).
         const to = out + 8 + <usize>k * payload;
         if (payload == 32) {
           v128.store(to, v128.load(block, 2));
           v128.store(to, v128.load(block, 18), 16);
+        } else if (payload == 20) {
+          store<u32>(to, fifthBitLanes(load<u32>(block, 2)));
+          v128.store(to, v128.load(block, 6), 4);
         } else {
           v128.store(to, signedNibbleLanes(v128.load(block, 2)));
         }
@@ -89,6 +95,80 @@ function signedNibbleLanes(packed: v128): v128 {
   const second = v128.or(high, i16x8.shl(i8x16.shuffle(high, high, 8, 9, 10, 11, 12, 13, 14, 15, 0, 0, 0, 0, 0, 0, 0, 0), 4));
   const lanes = i8x16.shuffle(first, second, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   return v128.xor(lanes, i8x16.splat(<i8>0x88)); // q XOR 8: q - 8 as a signed 4-bit value
+}
+
+/** Byte j: bit j of `bits` (0..15) set, as 0xff or 0 (a constant's selector bytes: BYTE_BITS below). */
+function flagsOf(bits: v128, spread: v128): v128 {
+  return i8x16.eq(v128.and(i8x16.swizzle(bits, spread), v128.load(BYTE_BITS)), v128.load(BYTE_BITS));
+}
+
+/** Bit j % 8 in byte j, and the swizzles that give byte j qh's byte j / 8 (low half) or 2 + j / 8 (high half). */
+const BYTE_BITS = memory.data<u8>([
+  1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
+  0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+]);
+
+/**
+ * A Q5_0 block's fifth bits (bit e: element e) in Q5_0_X4's order (header): bit 8b + k is
+ * element b + 4k, bit 8b + 4 + k element 16 + b + 4k (b = 0..3, k = 0..3). At load only.
+ */
+function fifthBitLanes(qh: u32): u32 {
+  const word = i32x4.splat(qh);
+  const low = flagsOf(word, v128.load(BYTE_BITS, 16)); // byte j: element j
+  const high = flagsOf(word, v128.load(BYTE_BITS, 32)); // byte j: element 16 + j
+  const first = i8x16.bitmask(i8x16.shuffle(low, high, 0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29));
+  const second = i8x16.bitmask(i8x16.shuffle(low, high, 2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31));
+  return <u32>first | (<u32>second << 16);
+}
+
+/**
+ * The Q5_0_X4 decode constants: 0x0f and 0x10 in every byte, then the masks that pick
+ * element j's fifth bit (low half, high half) out of byte j of the splat fifth-bit word.
+ */
+const Q5_CONSTANTS = memory.data<u8>([
+  0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f,
+  0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
+  1, 1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8,
+  16, 16, 16, 16, 32, 32, 32, 32, 64, 64, 64, 64, 128, 128, 128, 128,
+]);
+
+/**
+ * A Q5_0_X4 row's block at p (fifth bits, then nibbles) as its values q (0..31, the -16 not
+ * applied) in int8 lanes: elements 0..15 (high = false) or 16..31. k0..k3: Q5_CONSTANTS.
+ */
+function fiveBitValues(p: usize, high: bool, k0: v128, k1: v128, k2: v128, k3: v128): v128 {
+  const packed = v128.load(p, 4);
+  const nibbles = high ? v128.and(i16x8.shr_u(packed, 4), k0) : v128.and(packed, k0);
+  const mask = high ? k3 : k2;
+  const set = i8x16.eq(v128.and(v128.load32_splat(p), mask), mask);
+  return v128.or(nibbles, v128.and(set, k1));
+}
+
+/**
+ * A Q5_0_X4 row's block at p times the int16 activations x0..x3: four i32 lanes summing to
+ * sum q * x with q unsigned (0..31; the caller subtracts 16 * sum x). k0..k3: Q5_CONSTANTS.
+ */
+function fiveBitDot(p: usize, x0: v128, x1: v128, x2: v128, x3: v128, k0: v128, k1: v128, k2: v128, k3: v128): v128 {
+  const low = fiveBitValues(p, false, k0, k1, k2, k3);
+  const high = fiveBitValues(p, true, k0, k1, k2, k3);
+  const first = i32x4.add(i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_u(low), x0), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_u(low), x1));
+  return i32x4.add(first, i32x4.add(i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_u(high), x2), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_u(high), x3)));
+}
+
+/** A Q5_0_X4 row's block at p as 32 int16 q - 16 in element order at q16. */
+function fiveBitsToInt16(p: usize, q16: usize): void {
+  const k0 = v128.load(Q5_CONSTANTS);
+  const k1 = v128.load(Q5_CONSTANTS, 16);
+  const k2 = v128.load(Q5_CONSTANTS, 32);
+  const k3 = v128.load(Q5_CONSTANTS, 48);
+  const sixteen = i16x8.splat(16);
+  const low = fiveBitValues(p, false, k0, k1, k2, k3);
+  const high = fiveBitValues(p, true, k0, k1, k2, k3);
+  v128.store(q16, i16x8.sub(i16x8.extend_low_i8x16_u(low), sixteen), 0);
+  v128.store(q16, i16x8.sub(i16x8.extend_high_i8x16_u(low), sixteen), 16);
+  v128.store(q16, i16x8.sub(i16x8.extend_low_i8x16_u(high), sixteen), 32);
+  v128.store(q16, i16x8.sub(i16x8.extend_high_i8x16_u(high), sixteen), 48);
 }
 
 /** The top nibble of each 16-bit lane, as data for the decode loop (see the header). */
@@ -131,6 +211,16 @@ function quantDot(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
   return i32x4.add(sum, i32x4.add(i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_s(high), x2), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_s(high), x3)));
 }
 
+/** GroupLoop's kinds of group. */
+const GROUP_Q4_0 = 0;
+const GROUP_Q8_0 = 1;
+const GROUP_Q5_0 = 2;
+
+/** Payload bytes of a row's block in a group of `kind`. */
+function payloadBytes(kind: i32): usize {
+  return kind == GROUP_Q4_0 ? 16 : kind == GROUP_Q8_0 ? 32 : 20;
+}
+
 /**
  * The decode loops of the interleaved groups, static so that they can be marked @inline
  * (eslint's parser accepts decorators on class members only) and specialized on `exact`.
@@ -154,21 +244,32 @@ class GroupLoop {
     return i16x8.shl(v128.load64_zero(g), 1);
   }
 
-  /** A Q4_0_X4 (q4) or Q8_0_X4 group's row k's block at g · the activations x0..x3 (nibbleDot, quantDot). */
-  @inline static rowDot(g: usize, k: usize, q4: bool, x0: v128, x1: v128, x2: v128, x3: v128, mask: v128): v128 {
-    return q4 ? nibbleDot(g + 8 + 16 * k, x0, x1, x2, x3, mask) : quantDot(g + 8 + 32 * k, x0, x1, x2, x3);
+  /**
+   * A group's row k's block at g · the activations x0..x3 (nibbleDot, quantDot, fiveBitDot);
+   * m: TOP_NIBBLE (Q4_0), k0..k3: Q5_CONSTANTS (Q5_0).
+   */
+  @inline static rowDot(g: usize, k: usize, kind: i32, x0: v128, x1: v128, x2: v128, x3: v128, m: v128, k0: v128, k1: v128, k2: v128, k3: v128): v128 {
+    const p = g + 8 + payloadBytes(kind) * k;
+    if (kind == GROUP_Q4_0) return nibbleDot(p, x0, x1, x2, x3, m);
+    if (kind == GROUP_Q8_0) return quantDot(p, x0, x1, x2, x3);
+    return fiveBitDot(p, x0, x1, x2, x3, k0, k1, k2, k3);
   }
 
   /**
-   * dotQ4_0Group's (q4) or dotQ8_0Group's loop; not exact: the largest doubled magnitude of its
-   * scales left at sink + 64.
+   * dotQ4_0Group's, dotQ8_0Group's or dotQ5_0Group's loop (kind); not exact: the largest
+   * doubled magnitude of its scales left at sink + 64.
    */
-  @inline static run(g: usize, xq: usize, xd: usize, blocks: i32, sink: usize, q4: bool, exact: bool): v128 {
+  @inline static run(g: usize, xq: usize, xd: usize, xb: usize, blocks: i32, sink: usize, kind: i32, exact: bool): v128 {
     let acc = f32x4.splat(0);
     let largest = i16x8.splat(0);
+    // Each kind's own constants (the others' are never read, so V8 drops their loads).
     const mask = v128.load(TOP_NIBBLE);
+    const k0 = v128.load(Q5_CONSTANTS);
+    const k1 = v128.load(Q5_CONSTANTS, 16);
+    const k2 = v128.load(Q5_CONSTANTS, 32);
+    const k3 = v128.load(Q5_CONSTANTS, 48);
     // Q4_0's sums are 4096 t (below): its scales come out of the conversion times 1 / 4096.
-    const c0 = halfConstant(q4 ? HALF_SCALE_OVER_4096 : 0);
+    const c0 = halfConstant(kind == GROUP_Q4_0 ? HALF_SCALE_OVER_4096 : 0);
     const c1 = halfConstant(exact ? 1 : FINITE_MASK);
     const c2 = halfConstant(2);
     for (let i = 0; i < blocks; i++) {
@@ -176,26 +277,30 @@ class GroupLoop {
       const x1 = v128.load(xq, 16);
       const x2 = v128.load(xq, 32);
       const x3 = v128.load(xq, 48);
-      // Each row's block sum: Q4_0's 4096 t, t = sum (q - 8) * x, an integer below 2^15 in
+      // Each row's block sum (Q8_0's sum q * x, Q5_0's sum (q - 16) * x, exact integers);
+      // Q4_0's 4096 t, t = sum (q - 8) * x, an integer below 2^15 in
       // magnitude, so exact in f32; the 1 / 4096 is in the weight scales (c0), a power of two, so
       // the same bits as scaling the sums, for no instruction at all. (The relaxed build runs this
       // same loop: its 8-bit products would need the lanes turned back into unsigned nibbles and
       // the activations narrowed per block, which measured 0.92 x this.)
       // Each row's products finish before the next row's loads (sink, header).
-      const r0 = GroupLoop.rowDot(g, 0, q4, x0, x1, x2, x3, mask);
+      const r0 = GroupLoop.rowDot(g, 0, kind, x0, x1, x2, x3, mask, k0, k1, k2, k3);
       v128.store(sink, r0);
-      const r1 = GroupLoop.rowDot(g, 1, q4, x0, x1, x2, x3, mask);
+      const r1 = GroupLoop.rowDot(g, 1, kind, x0, x1, x2, x3, mask, k0, k1, k2, k3);
       v128.store(sink, r1, 16);
-      const r2 = GroupLoop.rowDot(g, 2, q4, x0, x1, x2, x3, mask);
+      const r2 = GroupLoop.rowDot(g, 2, kind, x0, x1, x2, x3, mask, k0, k1, k2, k3);
       v128.store(sink, r2, 32);
-      const r3 = GroupLoop.rowDot(g, 3, q4, x0, x1, x2, x3, mask);
+      const r3 = GroupLoop.rowDot(g, 3, kind, x0, x1, x2, x3, mask, k0, k1, k2, k3);
       v128.store(sink, r3, 48);
-      const sums = f32x4.convert_i32x4_s(sumLanes4(r0, r1, r2, r3));
+      let sums = f32x4.convert_i32x4_s(sumLanes4(r0, r1, r2, r3));
+      // Q5_0: sum (q - 16) * x = sum q * x - 16 * sum x, exact (integers below 2^24).
+      if (kind == GROUP_Q5_0) sums = f32x4.sub(sums, f32x4.splat(16 * load<f32>(xb)));
       if (!exact) largest = i16x8.max_u(largest, GroupLoop.magnitudes(g));
       acc = f32x4.add(acc, f32x4.mul(sums, GroupLoop.scales(g, load<f32>(xd), exact, c0, c1, c2)));
-      g += groupBlockBytes(q4 ? 16 : 32);
+      g += groupBlockBytes(payloadBytes(kind));
       xq += 64;
       xd += 4;
+      xb += 4;
     }
     if (!exact) v128.store(sink, largest, 64);
     return acc;
@@ -215,8 +320,8 @@ function hadSpecialScale(p: usize): bool {
  * magnitude the loop tracks, is computed again the exact way: the same bits for every group.
  */
 export function dotQ4_0Group(g: usize, xq: usize, xd: usize, blocks: i32, sink: usize): v128 {
-  const acc = GroupLoop.run(g, xq, xd, blocks, sink, true, false);
-  return hadSpecialScale(sink + 64) ? GroupLoop.run(g, xq, xd, blocks, sink, true, true) : acc;
+  const acc = GroupLoop.run(g, xq, xd, 0, blocks, sink, GROUP_Q4_0, false);
+  return hadSpecialScale(sink + 64) ? GroupLoop.run(g, xq, xd, 0, blocks, sink, GROUP_Q4_0, true) : acc;
 }
 
 /**
@@ -261,19 +366,22 @@ function signedLanesToInt16(p: usize, q16: usize): void {
 }
 
 /**
- * A whole Q4_0_X4 (q4) or Q8_0_X4 group at g decoded straight into tile.ts's
- * packed layout (packTile's result for its four rows, the same values): the
- * group's four scales convert in one vector and its payloads sit side by side,
- * so prefill skips decoding row by row and packing afterwards.
+ * A whole Q4_0_X4, Q8_0_X4 or Q5_0_X4 group at g (its payload: 16, 32 or 20
+ * bytes) decoded straight into tile.ts's packed layout (packTile's result for
+ * its four rows, the same values): the group's four scales convert in one vector
+ * and its payloads sit side by side, so prefill skips decoding row by row and
+ * packing afterwards.
  */
-export function decodeGroupToTile(g: usize, blocks: i32, q4: bool, packed: usize): void {
-  const groupBlock = groupBlockBytes(q4 ? 16 : 32);
+export function decodeGroupToTile(g: usize, blocks: i32, payload: usize, packed: usize): void {
+  const groupBlock = groupBlockBytes(payload);
   for (let i = 0; i < blocks; i++) {
     v128.store(packed, halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(g))));
     for (let k = 0; k < 4; k++) {
       const to = packed + 16 + <usize>k * 64;
-      if (q4) signedLanesToInt16(g + 8 + <usize>k * 16, to);
-      else widenQuants(g + 8 + <usize>k * 32, to);
+      const from = g + 8 + <usize>k * payload;
+      if (payload == 16) signedLanesToInt16(from, to);
+      else if (payload == 32) widenQuants(from, to);
+      else fiveBitsToInt16(from, to);
     }
     g += groupBlock;
     packed += PACKED_BLOCK_BYTES;
@@ -282,6 +390,29 @@ export function decodeGroupToTile(g: usize, blocks: i32, q4: bool, packed: usize
 
 /** As dotQ4_0Group for a Q8_0_X4 group. */
 export function dotQ8_0Group(g: usize, xq: usize, xd: usize, blocks: i32, sink: usize): v128 {
-  const acc = GroupLoop.run(g, xq, xd, blocks, sink, false, false);
-  return hadSpecialScale(sink + 64) ? GroupLoop.run(g, xq, xd, blocks, sink, false, true) : acc;
+  const acc = GroupLoop.run(g, xq, xd, 0, blocks, sink, GROUP_Q8_0, false);
+  return hadSpecialScale(sink + 64) ? GroupLoop.run(g, xq, xd, 0, blocks, sink, GROUP_Q8_0, true) : acc;
+}
+
+/** As dotQ4_0Group for a Q5_0_X4 group; xb: the activation blocks' quant sums (for the -16). */
+export function dotQ5_0Group(g: usize, xq: usize, xd: usize, xb: usize, blocks: i32, sink: usize): v128 {
+  const acc = GroupLoop.run(g, xq, xd, xb, blocks, sink, GROUP_Q5_0, false);
+  return hadSpecialScale(sink + 64) ? GroupLoop.run(g, xq, xd, xb, blocks, sink, GROUP_Q5_0, true) : acc;
+}
+
+/**
+ * Row `lane` of the Q5_0_X4 group at g decoded as legacy.ts's decodeLegacy decodes a plain
+ * Q5_0 row: q16 [blocks * 32] int16 (q - 16), scales [blocks] f32, mins zero.
+ */
+export function decodeGroupRowQ5_0(g: usize, lane: i32, blocks: i32, q16: usize, scales: usize, mins: usize): void {
+  const groupBlock = groupBlockBytes(20);
+  for (let i = 0; i < blocks; i++) {
+    fiveBitsToInt16(g + 8 + 20 * <usize>lane, q16);
+    store<f32>(scales, halfToFloat(load<u16>(g + 2 * <usize>lane)));
+    store<f32>(mins, 0);
+    g += groupBlock;
+    q16 += 64;
+    scales += 4;
+    mins += 4;
+  }
 }

@@ -37,7 +37,8 @@ export function dequantizeMatrixRow(w: WeightMatrix, row: number, out: Float32Ar
       return;
     }
     case GgmlType.Q4_0_X4:
-    case GgmlType.Q8_0_X4: {
+    case GgmlType.Q8_0_X4:
+    case GgmlType.Q5_0_X4: {
       dequantizeRow(plainTypeOf(w.type), interleavedRowAsPlain(w, row), 0, cols, out, outOffset);
       return;
     }
@@ -47,15 +48,18 @@ export function dequantizeMatrixRow(w: WeightMatrix, row: number, out: Float32Ar
 }
 
 /**
- * Row `row` of a Q4_0_X4 or Q8_0_X4 matrix gathered back into plain Q4_0 / Q8_0
- * blocks (f16 scale, then P = 16 or 32 payload bytes). Rows in groups of four:
- * per block, the four rows' f16 scales (row k's at 2k), then their payloads
- * (row k's at 8 + kP); the last rows % 4 rows are plain after the groups
- * (assembly/interleave.ts). A Q4_0_X4 payload is eight u16 lanes, lane j
- * holding q XOR 8 of elements j, 8 + j, 16 + j, 24 + j in bits 0-3, 4-7, 8-11, 12-15.
+ * Row `row` of a Q4_0_X4, Q8_0_X4 or Q5_0_X4 matrix gathered back into plain
+ * Q4_0 / Q8_0 / Q5_0 blocks (f16 scale, then P = 16, 32 or 20 payload bytes).
+ * Rows in groups of four: per block, the four rows' f16 scales (row k's at 2k),
+ * then their payloads (row k's at 8 + kP); the last rows % 4 rows are plain
+ * after the groups (assembly/interleave.ts). Q8_0's payload is its bytes as
+ * stored; Q5_0's its 32 fifth bits reordered (element e < 16 at bit
+ * 8 (e % 4) + e / 4, element 16 + e at 8 (e % 4) + 4 + e / 4), then its 16
+ * nibble bytes as stored; a Q4_0_X4 payload is eight u16 lanes, lane j holding
+ * q XOR 8 of elements j, 8 + j, 16 + j, 24 + j in bits 0-3, 4-7, 8-11, 12-15.
  */
 export function interleavedRowAsPlain(w: WeightMatrix, row: number): Uint8Array {
-  const payload = w.type === GgmlType.Q4_0_X4 ? 16 : 32;
+  const payload = w.type === GgmlType.Q4_0_X4 ? 16 : w.type === GgmlType.Q5_0_X4 ? 20 : 32;
   const blockBytes = 2 + payload;
   const groupBlockBytes = 8 + 4 * payload;
   const blocks = w.cols / 32;
@@ -72,6 +76,18 @@ export function interleavedRowAsPlain(w: WeightMatrix, row: number): Uint8Array 
     const to = b * blockBytes + 2;
     if (payload === 32) {
       plain.set(w.data.subarray(from, from + 32), to);
+      continue;
+    }
+    if (payload === 20) {
+      plain.set(w.data.subarray(from + 4, from + 20), to + 4);
+      const lanes = w.data[from]! | (w.data[from + 1]! << 8) | (w.data[from + 2]! << 16) | (w.data[from + 3]! << 24);
+      let qh = 0;
+      // Element e's fifth bit: bit 8 (e % 4) + e / 4 for e < 16, 8 ((e - 16) % 4) + 4 + (e - 16) / 4 after.
+      for (let e = 0; e < 32; e++) {
+        const at = e < 16 ? 8 * (e % 4) + (e >> 2) : 8 * ((e - 16) % 4) + 4 + ((e - 16) >> 2);
+        qh |= ((lanes >>> at) & 1) << e;
+      }
+      for (let i = 0; i < 4; i++) plain[to + i] = (qh >>> (8 * i)) & 0xff;
       continue;
     }
     // Plain Q4_0: byte e holds element e in its low nibble and element e + 16 in its high one.

@@ -129,12 +129,12 @@ describe("wasm matmul: default thread split on a larger matrix", () => {
 });
 
 describe("wasm matmul: results do not depend on the thread count or the build", () => {
-  it("Q8_0 and Q4_0 (plain and interleaved), Q4_1, Q5_0, Q5_1, Q4_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
+  it("Q8_0, Q4_0 and Q5_0 (plain and interleaved), Q4_1, Q5_1, Q4_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
     const setups = BUILDS.flatMap((relaxedSimd) => [1, 2, 3, 4].map((threads) => ({ threads, relaxedSimd })));
     const kernels = await Promise.all(setups.map(({ threads, relaxedSimd }) => createWasmKernels({ threads, minBytesPerThread: 0, relaxedSimd })));
     try {
       const next = random(4242);
-      const types = [GgmlType.Q8_0, GgmlType.Q8_0_X4, GgmlType.Q4_0, GgmlType.Q4_0_X4, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F16];
+      const types = [GgmlType.Q8_0, GgmlType.Q8_0_X4, GgmlType.Q4_0, GgmlType.Q4_0_X4, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_0_X4, GgmlType.Q5_1, GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F16];
       for (const type of types) {
         // 23 rows: each split puts some thread's share across a tile (or a group) of four rows,
         // and the interleaved layouts keep 3 plain rows after their 5 groups; batch 5 leaves an
@@ -211,36 +211,47 @@ describe("wasm matmul: special half-precision values", () => {
 });
 
 describe("wasm matmul: special block scales in the interleaved decode loops", () => {
+  const BLOCK_BYTES = new Map([
+    [GgmlType.Q4_0, 18],
+    [GgmlType.Q8_0, 34],
+    [GgmlType.Q5_0, 22],
+  ]);
+
+  /** Element e's integer value (q - 8, q, q - 16) in the block at `at`, from its bytes (ggml's layouts). */
+  function blockValue(type: GgmlType, data: Uint8Array, at: number, e: number): number {
+    if (type === GgmlType.Q8_0) return (data[at + 2 + e]! << 24) >> 24;
+    if (type === GgmlType.Q4_0) return (e < 16 ? data[at + 2 + e]! & 15 : data[at + 2 + e - 16]! >> 4) - 8;
+    const nibble = e < 16 ? data[at + 6 + e]! & 15 : data[at + 6 + e - 16]! >> 4;
+    const fifth = (data[at + 2 + (e >> 3)]! >> (e & 7)) & 1;
+    return nibble + 16 * fifth - 16;
+  }
+
   /**
    * Row r of a Q4_0 / Q8_0 matrix times activations that int8 quantization keeps exactly, in
    * float64: per block its scale times the exact integer sum of q * x (q - 8 for Q4_0), the way
    * the decode loops compute it, so an infinite or NaN scale gives the same non-finite result.
    */
   function blockwiseDot(type: GgmlType, data: Uint8Array, r: number, cols: number, x: Float32Array): number {
-    const blockBytes = type === GgmlType.Q4_0 ? 18 : 34;
+    const blockBytes = BLOCK_BYTES.get(type)!;
     let sum = 0;
     for (let b = 0; b < cols / 32; b++) {
       const at = (r * (cols / 32) + b) * blockBytes;
       let t = 0;
       for (let e = 0; e < 32; e++) {
-        const q = type === GgmlType.Q4_0 ? ((e < 16 ? data[at + 2 + e]! & 15 : data[at + 2 + e - 16]! >> 4) - 8) : (data[at + 2 + e]! << 24) >> 24;
-        t += q * x[b * 32 + e]!;
+        t += blockValue(type, data, at, e) * x[b * 32 + e]!;
       }
       sum += t * f16ToF32(data[at]! | (data[at + 1]! << 8));
     }
     return sum;
   }
 
-  it("Q4_0_X4 and Q8_0_X4 groups whose scales hold infinities, NaN, subnormals or -0 give each block's scale times its exact sum", async () => {
+  it("Q4_0_X4, Q8_0_X4 and Q5_0_X4 groups whose scales hold infinities, NaN, subnormals or -0 give each block's scale times its exact sum", async () => {
     const kernels = await createWasmKernels({ threads: 1 });
     try {
       const next = random(515);
       // +inf, -inf, NaN, the smallest and largest subnormal, -0 and the largest finite half.
       const specials = [0x7c00, 0xfc00, 0x7e00, 0x0001, 0x03ff, 0x8000, 0x7bff];
-      for (const [type, blockBytes] of [
-        [GgmlType.Q4_0, 18],
-        [GgmlType.Q8_0, 34],
-      ] as const) {
+      for (const [type, blockBytes] of BLOCK_BYTES) {
         const rows = 12;
         const cols = 128;
         const w = randomMatrix(type, rows, cols, next);
@@ -274,11 +285,12 @@ describe("wasm kernels: prepareMatrix", () => {
   before(async () => (kernels = await createWasmKernels({ threads: 2 })));
   after(() => kernels.dispose?.());
 
-  it("interleaves Q4_0 and Q8_0 by four rows, and the reference kernel reads the layouts to the same values", () => {
+  it("interleaves Q4_0, Q8_0 and Q5_0 by four rows, and the reference kernel reads the layouts to the same values", () => {
     const next = random(99);
     for (const [type, layout] of [
       [GgmlType.Q4_0, GgmlType.Q4_0_X4],
       [GgmlType.Q8_0, GgmlType.Q8_0_X4],
+      [GgmlType.Q5_0, GgmlType.Q5_0_X4],
     ] as const) {
       for (const rows of [4, 7, 12]) {
         const w = randomMatrix(type, rows, 96, next);

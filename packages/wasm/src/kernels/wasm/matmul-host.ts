@@ -16,6 +16,7 @@ import { JobArgs, MAX_MATRICES, Op } from "./protocol.js";
 const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
   GgmlType.Q4_0_X4,
   GgmlType.Q8_0_X4,
+  GgmlType.Q5_0_X4,
   GgmlType.F32,
   GgmlType.F16,
   GgmlType.BF16,
@@ -46,14 +47,16 @@ const Needs = {
   QUANTS: 1,
   /** The blocks' sums, for the minimums of Q4_K. */
   SUMS: 2,
-  /** The blocks' quant sums, for Q4_0's -8 offset and the minimums of Q4_1 and Q5_1. */
+  /** The blocks' quant sums, for Q4_0's -8 offset, Q5_0_X4's -16 and the minimums of Q4_1 and Q5_1. */
   QUANT_SUMS: 4,
 } as const;
 
 function activationNeeds(type: GgmlType): number {
   if (FLOAT_TYPES.has(type)) return 0;
   if (type === GgmlType.Q4_K) return Needs.QUANTS | Needs.SUMS;
-  if (type === GgmlType.Q4_0 || type === GgmlType.Q4_0_X4 || type === GgmlType.Q4_1 || type === GgmlType.Q5_1) return Needs.QUANTS | Needs.QUANT_SUMS;
+  if (type === GgmlType.Q4_0 || type === GgmlType.Q4_0_X4 || type === GgmlType.Q4_1 || type === GgmlType.Q5_1 || type === GgmlType.Q5_0_X4) {
+    return Needs.QUANTS | Needs.QUANT_SUMS;
+  }
   return Needs.QUANTS;
 }
 
@@ -61,6 +64,7 @@ function activationNeeds(type: GgmlType): number {
 const INTERLEAVED: ReadonlyMap<GgmlType, GgmlType> = new Map([
   [GgmlType.Q4_0, GgmlType.Q4_0_X4],
   [GgmlType.Q8_0, GgmlType.Q8_0_X4],
+  [GgmlType.Q5_0, GgmlType.Q5_0_X4],
 ]);
 
 export class MatmulHost {
@@ -146,7 +150,7 @@ export class MatmulHost {
   }
 
   /**
-   * Kernels.prepareMatrix: Q4_0 and Q8_0 matrices of four rows or more
+   * Kernels.prepareMatrix: Q4_0, Q8_0 and Q5_0 matrices of four rows or more
    * interleaved by four rows (assembly/interleave.ts), in place when they live
    * in the kernels' memory, else in a copy there; every other matrix as it is.
    */

@@ -10,7 +10,7 @@
 // products with activations (|x| <= 127) and their pairwise sums stay exact in int32.
 // F16 and BF16 decode to f32.
 
-import { BITS_4_5, kConstant, LOW_NIBBLES, LOW_TWO_BITS, q6Quarter, THIRTY_TWO } from "./kquants";
+import { BITS_4_5, fifthBitsK, kConstant, LOW_NIBBLES, LOW_TWO_BITS, q6Quarter, SIXTEEN, THIRTY_TWO } from "./kquants";
 import { halfToFloat, halvesToFloats } from "./half";
 
 /**
@@ -73,25 +73,43 @@ export function scaleAndMin(scales: usize, j: i32): u32 {
 }
 
 export function decodeQ4_K(w: usize, superBlocks: i32, q16: usize, scales: usize, mins: usize): void {
-  const lowMask = i16x8.splat(0x0f);
+  decodeQuantK(false, w, superBlocks, q16, scales, mins);
+}
+
+/** As decodeQ4_K for a Q5_K row (q = nibble | fifth bit << 4, 0..31; q * sc at most 31 * 63: int16). */
+export function decodeQ5_K(w: usize, superBlocks: i32, q16: usize, scales: usize, mins: usize): void {
+  decodeQuantK(true, w, superBlocks, q16, scales, mins);
+}
+
+function decodeQuantK(five: bool, w: usize, superBlocks: i32, q16: usize, scales: usize, mins: usize): void {
+  const nibbleMask = kConstant(LOW_NIBBLES);
+  const sixteen = kConstant(SIXTEEN);
   for (let i = 0; i < superBlocks; i++) {
     const d = halfToFloat(load<u16>(w));
     const dmin = halfToFloat(load<u16>(w, 2));
-    let qs = w + 16;
+    let qs = w + (five ? 48 : 16);
     for (let j = 0; j < 8; j += 2) {
       const first = scaleAndMin(w + 4, j);
       const second = scaleAndMin(w + 4, j + 1);
       const lowScale = i16x8.splat(<i16>(first & 0xff));
       const highScale = i16x8.splat(<i16>(second & 0xff));
+      // Q5_K: the fifth bits of sub-blocks j and j + 1 are bits j and j + 1 of qh's bytes.
+      const lowBit = i8x16.splat(<i8>(<i32>1 << j));
+      const highBit = i8x16.splat(<i8>(<i32>2 << j));
       for (let half = 0; half < 2; half++) {
         const v = v128.load(qs + 16 * half);
-        const a = i16x8.extend_low_i8x16_u(v);
-        const b = i16x8.extend_high_i8x16_u(v);
+        let low = v128.and(v, nibbleMask);
+        let high = v128.and(i16x8.shr_u(v, 4), nibbleMask);
+        if (five) {
+          const qh = v128.load(w + 16 + 16 * half);
+          low = v128.or(low, fifthBitsK(qh, lowBit, sixteen));
+          high = v128.or(high, fifthBitsK(qh, highBit, sixteen));
+        }
         const at = q16 + 32 * half;
-        v128.store(at, i16x8.mul(v128.and(a, lowMask), lowScale), 0);
-        v128.store(at, i16x8.mul(v128.and(b, lowMask), lowScale), 16);
-        v128.store(at, i16x8.mul(i16x8.shr_u(a, 4), highScale), 64);
-        v128.store(at, i16x8.mul(i16x8.shr_u(b, 4), highScale), 80);
+        v128.store(at, i16x8.mul(i16x8.extend_low_i8x16_u(low), lowScale), 0);
+        v128.store(at, i16x8.mul(i16x8.extend_high_i8x16_u(low), lowScale), 16);
+        v128.store(at, i16x8.mul(i16x8.extend_low_i8x16_u(high), highScale), 64);
+        v128.store(at, i16x8.mul(i16x8.extend_high_i8x16_u(high), highScale), 80);
       }
       store<f32>(scales, d);
       store<f32>(scales, d, 4);
@@ -102,7 +120,7 @@ export function decodeQ4_K(w: usize, superBlocks: i32, q16: usize, scales: usize
       scales += 8;
       mins += 8;
     }
-    w += 144;
+    w += five ? 176 : 144;
   }
 }
 

@@ -6,9 +6,9 @@
 // re-writing it is harmless.
 
 import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ8_0 } from "./dot";
-import { dotQ4_K, dotQ6_K } from "./kquants";
+import { dotQ4_K, dotQ5_K, dotQ6_K } from "./kquants";
 import { decodeLegacy, dotLegacy, Q4_1, Q5_0, Q5_1 } from "./legacy";
-import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ6_K, decodeQ8_0 } from "./decode";
+import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ5_K, decodeQ6_K, decodeQ8_0 } from "./decode";
 export { quantizeActivations } from "./quantize";
 export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
 export { gatedActivation } from "./activation";
@@ -23,6 +23,7 @@ const F16 = 1;
 const Q4_0 = 2;
 const Q8_0 = 8;
 const Q4_K = 12;
+const Q5_K = 13;
 const Q6_K = 14;
 const BF16 = 30;
 /** Not ggml types: Q4_0 / Q8_0 / Q5_0 rows interleaved in groups of four at load (interleave.ts). */
@@ -63,6 +64,8 @@ export function rowBytes(type: i32, cols: i32): i32 {
       return (cols / 32) * 24;
     case Q4_K:
       return (cols / 256) * 144;
+    case Q5_K:
+      return (cols / 256) * 176;
     case Q6_K:
       return (cols / 256) * 210;
     default:
@@ -100,7 +103,7 @@ export function decodeSinkBytes(): i32 {
  * activations xq: [batch, cols] i16 and xd, xs, xb: [batch, cols / 32] f32
  * (see quantize.ts). With batch > 1, each row is first decoded (decode.ts)
  * into this thread's `scratch` of decodeScratchBytes(cols) bytes; with batch 1
- * the Q4_0_X4, Q8_0_X4, Q4_K and Q6_K loops write to its first DECODE_SINK_BYTES
+ * the Q4_0_X4, Q8_0_X4, Q5_0_X4, Q4_K, Q5_K and Q6_K loops write to its first DECODE_SINK_BYTES
  * (interleave.ts, kquants.ts). Q4_0_X4 and
  * Q8_0_X4 are Q4_0 / Q8_0 interleaved by four rows at load (interleave.ts); a
  * thread's rows may start or end inside one of their groups.
@@ -151,6 +154,9 @@ export function matmul(
           break;
         case Q4_K:
           value = dotQ4_K(row, xq + xOffset * 2, xd + blockOffset, xs + blockOffset, cols / 256, scratch);
+          break;
+        case Q5_K:
+          value = dotQ5_K(row, xq + xOffset * 2, xd + blockOffset, xs + blockOffset, cols / 256, scratch);
           break;
         case Q6_K:
           value = dotQ6_K(row, xq + xOffset * 2, xd + blockOffset, cols / 256, scratch);
@@ -260,7 +266,7 @@ function matmulDecoded(
       for (let j = 0; j < tokens; j++) {
         let value = v128.load(results + (<usize>j << 4));
         const rowBlocks = <usize>(b + j) * <usize>blocks * 4;
-        if (type == Q4_K) value = f32x4.sub(value, minimumsTerm4(mins4, xs + rowBlocks, blocks));
+        if (type == Q4_K || type == Q5_K) value = f32x4.sub(value, minimumsTerm4(mins4, xs + rowBlocks, blocks));
         else if (hasMinimums(type)) value = f32x4.sub(value, minimumsTerm4Quantized(mins4, xd + rowBlocks, xb + rowBlocks, blocks));
         storeLanes(tileOut + <usize>(b + j) * outStride, value, count);
       }
@@ -328,15 +334,15 @@ function storeLanes(at: usize, value: v128, count: i32): void {
 }
 
 /**
- * Types whose blocks subtract a minimum (decoded rows' mins): Q4_K's meet the
+ * Types whose blocks subtract a minimum (decoded rows' mins): Q4_K's and Q5_K's meet the
  * activations' float sums, Q4_1's and Q5_1's their quantized sums (legacy.ts).
  */
 function hasMinimums(type: i32): bool {
-  return type == Q4_K || type == Q4_1 || type == Q5_1;
+  return type == Q4_K || type == Q5_K || type == Q4_1 || type == Q5_1;
 }
 
 /**
- * One Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, F16 or BF16 weight row into plain form (decode.ts, legacy.ts): int16 quants with per-block
+ * One Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, F16 or BF16 weight row into plain form (decode.ts, legacy.ts): int16 quants with per-block
  * scales and mins, or f32 (Q4_0 and Q8_0 rows, which may be interleaved, decode in matmulDecoded).
  */
 function decodeRow(type: i32, row: usize, cols: i32, q16: usize, scales: usize, mins: usize): void {
@@ -348,6 +354,9 @@ function decodeRow(type: i32, row: usize, cols: i32, q16: usize, scales: usize, 
       break;
     case Q4_K:
       decodeQ4_K(row, cols / 256, q16, scales, mins);
+      break;
+    case Q5_K:
+      decodeQ5_K(row, cols / 256, q16, scales, mins);
       break;
     case Q6_K:
       decodeQ6_K(row, cols / 256, q16, scales, mins);

@@ -1,5 +1,6 @@
-// Decode (one activation row) dot products of the K-quant types, Q4_K and Q6_K,
-// read in their stored ggml layout (block layouts in dot.ts's header).
+// Decode (one activation row) dot products of the K-quant types, Q4_K, Q5_K and
+// Q6_K, read in their stored ggml layout (block layouts in dot.ts's header; Q5_K
+// is Q4_K with 32 bytes of fifth bits between the scales and the nibbles).
 //
 // Both sum each sub-block's integer products exactly, then bring four sub-blocks
 // together with sumLanes4 (lane k: sub-block k) and apply the integer sub-block
@@ -22,8 +23,8 @@ import { halfToFloat } from "./half";
 import { sumLanes4 } from "./tile";
 
 /**
- * Vector constants: byte masks 0x0f, 0x03, 0x30, the bytes 32, and 0x000f in
- * 16-bit lanes (kConstant's indices in that order).
+ * Vector constants: byte masks 0x0f, 0x03, 0x30, the bytes 32, 0x000f in
+ * 16-bit lanes, and the bytes 16 (kConstant's indices in that order).
  */
 const K_CONSTANTS = memory.data<u8>([
   0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f,
@@ -31,12 +32,14 @@ const K_CONSTANTS = memory.data<u8>([
   0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30,
   0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20,
   0x0f, 0x00, 0x0f, 0x00, 0x0f, 0x00, 0x0f, 0x00, 0x0f, 0x00, 0x0f, 0x00, 0x0f, 0x00, 0x0f, 0x00,
+  0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
 ]);
 export const LOW_NIBBLES = 0;
 export const LOW_TWO_BITS = 1;
 export const BITS_4_5 = 2;
 export const THIRTY_TWO = 3;
 const LOW_NIBBLES_16 = 4;
+export const SIXTEEN = 5;
 
 /** K_CONSTANTS' vector `which` (LOW_NIBBLES, ...). */
 export function kConstant(which: i32): v128 {
@@ -54,53 +57,94 @@ function bytesToInts(bytes: u32): v128 {
 }
 
 /**
+ * 0x10 in each byte of `qh` whose bit `bit` (a byte with just that bit set, in every lane) is
+ * set: a Q5_K fifth bit, moved to bit 4. sixteen: kConstant(SIXTEEN).
+ */
+export function fifthBitsK(qh: v128, bit: v128, sixteen: v128): v128 {
+  return v128.and(i8x16.eq(v128.and(qh, bit), bit), sixteen);
+}
+
+/** The Q4_K and Q5_K rows' steps, static so that they can be marked @inline and specialized on `five`. */
+class QuantKRow {
+  /**
+   * A Q4_K (five = false) or Q5_K row · activations: xq int16 [superBlocks * 256], xd the
+   * blocks' scales and xs their float sums (for the minimums), [superBlocks * 8] f32 each.
+   */
+  @inline static dot(five: bool, w: usize, xq: usize, xd: usize, xs: usize, superBlocks: i32, sink: usize): f32 {
+    let acc = f32x4.splat(0);
+    let minAcc = f32x4.splat(0);
+    const lowMask = kConstant(LOW_NIBBLES_16);
+    const nibbleMask = kConstant(LOW_NIBBLES);
+    const sixteen = kConstant(SIXTEEN);
+    for (let i = 0; i < superBlocks; i++) {
+      // The twelve scale bytes s[0..11] hold eight 6-bit scales and mins:
+      // sub-block j < 4: scale s[j] & 63, min s[j + 4] & 63; j >= 4: scale
+      // s[j + 4] & 15 | (s[j - 4] >> 6) << 4, min s[j + 4] >> 4 | (s[j] >> 6) << 4.
+      // As three little-endian words, all eight of each come out four at a time:
+      const a = load<u32>(w, 4);
+      const b = load<u32>(w, 8);
+      const c = load<u32>(w, 12);
+      // Sub-block pair j: 32 bytes, the low nibbles sub-block 2j, the high ones 2j + 1; Q5_K's
+      // fifth bits of byte l's two elements are bits 2j and 2j + 1 of qh[l].
+      const qs = w + (five ? 48 : 16);
+      const qh0 = five ? v128.load(w, 16) : nibbleMask;
+      const qh1 = five ? v128.load(w, 32) : nibbleMask;
+      const sums = sink;
+      for (let j: usize = 0; j < 4; j++) {
+        const v0 = v128.load(qs + 32 * j);
+        const v1 = v128.load(qs + 32 * j, 16);
+        const x = xq + 128 * j;
+        if (five) {
+          const lowBit = i8x16.splat(<i8>(<i32>1 << (2 * <i32>j)));
+          const highBit = i8x16.splat(<i8>(<i32>2 << (2 * <i32>j)));
+          const lo0 = v128.or(v128.and(v0, nibbleMask), fifthBitsK(qh0, lowBit, sixteen));
+          const lo1 = v128.or(v128.and(v1, nibbleMask), fifthBitsK(qh1, lowBit, sixteen));
+          const hi0 = v128.or(v128.and(i16x8.shr_u(v0, 4), nibbleMask), fifthBitsK(qh0, highBit, sixteen));
+          const hi1 = v128.or(v128.and(i16x8.shr_u(v1, 4), nibbleMask), fifthBitsK(qh1, highBit, sixteen));
+          v128.store(sums + 32 * j, dot32(i16x8.extend_low_i8x16_u(lo0), i16x8.extend_high_i8x16_u(lo0), i16x8.extend_low_i8x16_u(lo1), i16x8.extend_high_i8x16_u(lo1), x));
+          v128.store(sums + 32 * j, dot32(i16x8.extend_low_i8x16_u(hi0), i16x8.extend_high_i8x16_u(hi0), i16x8.extend_low_i8x16_u(hi1), i16x8.extend_high_i8x16_u(hi1), x + 64), 16);
+        } else {
+          const b0 = i16x8.extend_low_i8x16_u(v0);
+          const b1 = i16x8.extend_high_i8x16_u(v0);
+          const b2 = i16x8.extend_low_i8x16_u(v1);
+          const b3 = i16x8.extend_high_i8x16_u(v1);
+          v128.store(sums + 32 * j, dot32(v128.and(b0, lowMask), v128.and(b1, lowMask), v128.and(b2, lowMask), v128.and(b3, lowMask), x));
+          v128.store(sums + 32 * j, dot32(i16x8.shr_u(b0, 4), i16x8.shr_u(b1, 4), i16x8.shr_u(b2, 4), i16x8.shr_u(b3, 4), x + 64), 16);
+        }
+      }
+      // Lane k: sub-block k's (then 4 + k's) sum of q * x, times its scale (Q5_K: at most
+      // 32 * 31 * 127 * 63 < 2^24, exact).
+      const low = i32x4.mul(sumLanes4(v128.load(sums), v128.load(sums, 16), v128.load(sums, 32), v128.load(sums, 48)), bytesToInts(a & 0x3f3f3f3f));
+      const highScales = bytesToInts((c & 0x0f0f0f0f) | ((a >> 2) & 0x30303030));
+      const high = i32x4.mul(sumLanes4(v128.load(sums, 64), v128.load(sums, 80), v128.load(sums, 96), v128.load(sums, 112)), highScales);
+      const d = f32x4.splat(halfToFloat(load<u16>(w)));
+      acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(low), f32x4.mul(d, v128.load(xd, 0))));
+      acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(high), f32x4.mul(d, v128.load(xd, 16))));
+      // The minimums meet the activations' float sums: dmin * sum_j m_j * xs_j.
+      const minsLow = f32x4.convert_i32x4_s(bytesToInts(b & 0x3f3f3f3f));
+      const minsHigh = f32x4.convert_i32x4_s(bytesToInts(((c >> 4) & 0x0f0f0f0f) | ((b >> 2) & 0x30303030)));
+      const dmin = f32x4.splat(halfToFloat(load<u16>(w, 2)));
+      minAcc = f32x4.add(minAcc, f32x4.mul(dmin, f32x4.add(f32x4.mul(minsLow, v128.load(xs, 0)), f32x4.mul(minsHigh, v128.load(xs, 16)))));
+      w += five ? 176 : 144;
+      xq += 512;
+      xd += 32;
+      xs += 32;
+    }
+    return horizontalSum(acc) - horizontalSum(minAcc);
+  }
+}
+
+/**
  * Q4_K row · activations: xq int16 [superBlocks * 256], xd the blocks' scales and
  * xs their float sums (for the minimums), [superBlocks * 8] f32 each.
  */
 export function dotQ4_K(w: usize, xq: usize, xd: usize, xs: usize, superBlocks: i32, sink: usize): f32 {
-  let acc = f32x4.splat(0);
-  let minAcc = f32x4.splat(0);
-  const lowMask = kConstant(LOW_NIBBLES_16);
-  for (let i = 0; i < superBlocks; i++) {
-    // The twelve scale bytes s[0..11] hold eight 6-bit scales and mins:
-    // sub-block j < 4: scale s[j] & 63, min s[j + 4] & 63; j >= 4: scale
-    // s[j + 4] & 15 | (s[j - 4] >> 6) << 4, min s[j + 4] >> 4 | (s[j] >> 6) << 4.
-    // As three little-endian words, all eight of each come out four at a time:
-    const a = load<u32>(w, 4);
-    const b = load<u32>(w, 8);
-    const c = load<u32>(w, 12);
-    // Sub-block pair j: 32 bytes, the low nibbles sub-block 2j, the high ones 2j + 1.
-    const qs = w + 16;
-    const sums = sink;
-    for (let j: usize = 0; j < 4; j++) {
-      const v0 = v128.load(qs + 32 * j);
-      const v1 = v128.load(qs + 32 * j, 16);
-      const b0 = i16x8.extend_low_i8x16_u(v0);
-      const b1 = i16x8.extend_high_i8x16_u(v0);
-      const b2 = i16x8.extend_low_i8x16_u(v1);
-      const b3 = i16x8.extend_high_i8x16_u(v1);
-      const x = xq + 128 * j;
-      v128.store(sums + 32 * j, dot32(v128.and(b0, lowMask), v128.and(b1, lowMask), v128.and(b2, lowMask), v128.and(b3, lowMask), x));
-      v128.store(sums + 32 * j, dot32(i16x8.shr_u(b0, 4), i16x8.shr_u(b1, 4), i16x8.shr_u(b2, 4), i16x8.shr_u(b3, 4), x + 64), 16);
-    }
-    // Lane k: sub-block k's (then 4 + k's) sum of q * x, times its scale.
-    const low = i32x4.mul(sumLanes4(v128.load(sums), v128.load(sums, 16), v128.load(sums, 32), v128.load(sums, 48)), bytesToInts(a & 0x3f3f3f3f));
-    const highScales = bytesToInts((c & 0x0f0f0f0f) | ((a >> 2) & 0x30303030));
-    const high = i32x4.mul(sumLanes4(v128.load(sums, 64), v128.load(sums, 80), v128.load(sums, 96), v128.load(sums, 112)), highScales);
-    const d = f32x4.splat(halfToFloat(load<u16>(w)));
-    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(low), f32x4.mul(d, v128.load(xd, 0))));
-    acc = f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(high), f32x4.mul(d, v128.load(xd, 16))));
-    // The minimums meet the activations' float sums: dmin * sum_j m_j * xs_j.
-    const minsLow = f32x4.convert_i32x4_s(bytesToInts(b & 0x3f3f3f3f));
-    const minsHigh = f32x4.convert_i32x4_s(bytesToInts(((c >> 4) & 0x0f0f0f0f) | ((b >> 2) & 0x30303030)));
-    const dmin = f32x4.splat(halfToFloat(load<u16>(w, 2)));
-    minAcc = f32x4.add(minAcc, f32x4.mul(dmin, f32x4.add(f32x4.mul(minsLow, v128.load(xs, 0)), f32x4.mul(minsHigh, v128.load(xs, 16)))));
-    w += 144;
-    xq += 512;
-    xd += 32;
-    xs += 32;
-  }
-  return horizontalSum(acc) - horizontalSum(minAcc);
+  return QuantKRow.dot(false, w, xq, xd, xs, superBlocks, sink);
+}
+
+/** As dotQ4_K for a Q5_K row. */
+export function dotQ5_K(w: usize, xq: usize, xd: usize, xs: usize, superBlocks: i32, sink: usize): f32 {
+  return QuantKRow.dot(true, w, xq, xd, xs, superBlocks, sink);
 }
 
 /**

@@ -32,6 +32,12 @@ if (!fileA?.endsWith(".wasm") || !fileB?.endsWith(".wasm")) {
 const typeName = option("--type", "Q8_0");
 const type = GgmlType[typeName];
 const [rows, cols] = option("--shape", "1536x576").split("x").map(Number);
+const blockSize = { Q4_K: 256, Q5_K: 256, Q6_K: 256 }[typeName] ?? 32;
+if (cols % blockSize !== 0) {
+  // A row must hold whole blocks (the kernels would read cols / blockSize of them, no more).
+  console.error(`--shape: ${typeName} rows need a multiple of ${blockSize} columns, got ${cols}`);
+  process.exit(2);
+}
 const batch = Number(option("--batch", "1"));
 const copies = Number(option("--copies", "1"));
 const rounds = Number(option("--rounds", "40"));

@@ -51,6 +51,7 @@ export function exactlyQuantizableActivations(count: number, next: () => number)
 /** Bytes per block of the types with a per-block minimum (an f16 at bytes 2..3 of each block). */
 const MINIMUM_BLOCK_BYTES: ReadonlyMap<GgmlType, number> = new Map([
   [GgmlType.Q4_K, 144],
+  [GgmlType.Q5_K, 176],
   [GgmlType.Q4_1, 20],
   [GgmlType.Q5_1, 24],
 ]);
@@ -58,8 +59,8 @@ const MINIMUM_BLOCK_BYTES: ReadonlyMap<GgmlType, number> = new Map([
 /**
  * Row r's weights split as w = scaled - offset: `scaled` is the part multiplied
  * by quantized activations (d * sc * q), `offset` the per-block minimum Q4_K,
- * Q4_1 and Q5_1 subtract or add (multiplied by exact float sums of x); zeroing
- * each block's minimum (Q4_K's dmin, the others' m: bytes 2..3) leaves the scaled part.
+ * Q5_K, Q4_1 and Q5_1 subtract or add (multiplied by exact float sums of x); zeroing
+ * each block's minimum (the K-quants' dmin, the others' m: bytes 2..3) leaves the scaled part.
  */
 export function weightParts(w: WeightMatrix): { weights: Float32Array; scaled: Float32Array } {
   const weights = dequantize(w.type, w.data, w.rows * w.cols);

@@ -26,6 +26,7 @@ const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
   GgmlType.Q5_0,
   GgmlType.Q5_1,
   GgmlType.Q4_K,
+  GgmlType.Q5_K,
   GgmlType.Q6_K,
 ]);
 const FLOAT_TYPES: ReadonlySet<GgmlType> = new Set([GgmlType.F32, GgmlType.F16, GgmlType.BF16]);
@@ -45,7 +46,7 @@ function storedTypeName(type: GgmlType): string {
 const Needs = {
   /** The int16 quants and the blocks' scales: every quantized type. */
   QUANTS: 1,
-  /** The blocks' sums, for the minimums of Q4_K. */
+  /** The blocks' sums, for the minimums of Q4_K and Q5_K. */
   SUMS: 2,
   /** The blocks' quant sums, for Q4_0's -8 offset, Q5_0_X4's -16 and the minimums of Q4_1 and Q5_1. */
   QUANT_SUMS: 4,
@@ -53,7 +54,7 @@ const Needs = {
 
 function activationNeeds(type: GgmlType): number {
   if (FLOAT_TYPES.has(type)) return 0;
-  if (type === GgmlType.Q4_K) return Needs.QUANTS | Needs.SUMS;
+  if (type === GgmlType.Q4_K || type === GgmlType.Q5_K) return Needs.QUANTS | Needs.SUMS;
   if (type === GgmlType.Q4_0 || type === GgmlType.Q4_0_X4 || type === GgmlType.Q4_1 || type === GgmlType.Q5_1 || type === GgmlType.Q5_0_X4) {
     return Needs.QUANTS | Needs.QUANT_SUMS;
   }
@@ -117,7 +118,8 @@ export class MatmulHost {
       this.run(outs, ws, x, batch, cols);
       return;
     }
-    // Q5_K (and any other type kernels.wasm does not read): the plain TypeScript kernel reads them.
+    // Any type kernels.wasm does not read goes to the plain TypeScript kernel, which reads every
+    // type with a dequantizer (all of them do read natively today; Q2_K and Q3_K it rejects).
     const picked = ws.map((w, i) => i).filter((i) => this.readsNatively(ws[i]!));
     for (let i = 0; i < ws.length; i++) if (!this.readsNatively(ws[i]!)) referenceMatmul(outs[i]!, ws[i]!, x, batch);
     for (let from = 0; from < picked.length; from += MAX_MATRICES) {

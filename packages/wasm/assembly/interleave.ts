@@ -1,27 +1,28 @@
-// Q4_0 and Q8_0 matrices re-laid out at load for decode (one activation row):
+// Q4_0, Q8_0 and Q5_0 matrices re-laid out at load for decode (one activation row):
 // rows in groups of four, their blocks interleaved, so one pass over a single
 // stream of memory reads four rows at a time. Each activation vector is loaded
 // once for four rows and the per-block float work (int-to-float, the scales,
 // Q4_0's -8 offset) runs once per four rows on a vector whose lane k is row k's.
 // (Four rows read from four places at once measured 0.72 x one row at a time
 // when the weights stream from memory; interleaved, the same arithmetic
-// measured 1.4 x for Q4_0 and 1.1-1.3 x for Q8_0.)
+// measured 1.4 x for Q4_0 and 1.1-1.3 x for Q8_0; Q5_0's, 1.52 x its plain rows.)
 //
 // Layouts Q4_0_X4, Q8_0_X4 and Q5_0_X4 (the bytes of Q4_0 / Q8_0 / Q5_0, moved), for rows R,
-// B = cols / 32 blocks, and P = 16 (Q4_0's nibbles), 32 (Q8_0's quants) or 20 (Q5_0's qh and
-// nibbles, as stored) payload bytes per block:
+// B = cols / 32 blocks, and P = 16 (Q4_0's nibbles), 32 (Q8_0's quants) or 20 (Q5_0's fifth
+// bits and nibbles) payload bytes per block:
 //   groups:   floor(R / 4) groups of four rows, (8 + 4P) * B bytes each; per block b:
 //               f16 d[4]       row k's scale at 2k                     8 bytes
 //               u8 q[4][P]     row k's payload at 8 + kP               4P bytes
 //   tail:     the last R % 4 rows in the plain type, after the groups
 // A row's block b in a group: scale at group + (8 + 4P)b + 2k, payload at group + (8 + 4P)b + 8 + kP.
-// Q8_0's payload is its 32 quants as stored. Q5_0's is its 16 nibble bytes as stored after its 32
-// fifth bits, whose order changes (fifthBitLanes): element j < 16 in byte j % 4 at bit j / 4, element
-// 16 + j at bit 4 + j / 4, so that the word splat across a vector (byte j: its byte j % 4) and one
-// mask per half give each element's bit in its own byte, with no shuffle. Q4_0's is rearranged for its dot product: as eight
-// u16 lanes, lane j holds the signed 4-bit values q - 8 (q XOR 8) of elements j, 8 + j, 16 + j
-// and 24 + j in bits 0-3, 4-7, 8-11 and 12-15. Shifting each to the top four bits gives
-// (q - 8) * 4096 in an int16 lane, in element order, with no widening and no -8 term.
+// Q8_0's payload is its 32 quants as stored. Q5_0's is its 32 fifth bits, reordered
+// (fifthBitLanes: element j < 16 in byte j % 4 at bit j / 4, element 16 + j at bit 4 + j / 4,
+// so that the word splat across a vector, whose byte j is its byte j % 4, and one mask per half
+// give each element's bit in its own byte, with no shuffle), then its 16 nibble bytes as stored.
+// Q4_0's is rearranged for its dot product: as eight u16 lanes, lane j holds the signed 4-bit
+// values q - 8 (q XOR 8) of elements j, 8 + j, 16 + j and 24 + j in bits 0-3, 4-7, 8-11 and
+// 12-15. Shifting each to the top four bits gives (q - 8) * 4096 in an int16 lane, in element
+// order, with no widening and no -8 term.
 //
 // The decode loops store each row's integer sums to `sink` (the calling thread's scratch, never
 // read by the caller) as soon as they are computed. V8 keeps memory accesses in program order

@@ -62,7 +62,7 @@ function setUp(file, weights) {
   for (let c = 0; c < copies; c++) {
     const at = allocate(weights.byteLength);
     new Uint8Array(memory.buffer, at, weights.byteLength).set(weights);
-    // --interleave: rewritten by the build's own interleave() (Q4_0, Q8_0).
+    // --interleave: rewritten by the build's own interleave() (Q4_0, Q8_0, Q5_0).
     if (interleaved) exports.interleave(type, at, rows, cols, allocate(4 * exports.rowBytes(type, cols)));
     matrices.push(at);
   }

@@ -36,6 +36,11 @@ function isGrouped(type: i32): bool {
   return type == Q4_0_X4 || type == Q8_0_X4 || type == Q5_0_X4;
 }
 
+/** Payload bytes per row and block of the interleaved layout of `type` (plain or _X4; interleave.ts). */
+function groupPayload(type: i32): usize {
+  return type == Q4_0 || type == Q4_0_X4 ? 16 : type == Q8_0 || type == Q8_0_X4 ? 32 : 20;
+}
+
 /** First address past the module's own static data: the host allocates from here. */
 export function heapBase(): usize {
   return __heap_base;
@@ -78,9 +83,7 @@ export function rowBytes(type: i32, cols: i32): i32 {
  * (interleave.ts); scratch: 4 * rowBytes(type, cols) bytes. Other types: nothing.
  */
 export function interleave(type: i32, w: usize, rows: i32, cols: i32, scratch: usize): void {
-  if (type == Q4_0) interleaveRows(w, rows, cols, 16, scratch);
-  else if (type == Q8_0) interleaveRows(w, rows, cols, 32, scratch);
-  else if (type == Q5_0) interleaveRows(w, rows, cols, 20, scratch);
+  if (type == Q4_0 || type == Q8_0 || type == Q5_0) interleaveRows(w, rows, cols, groupPayload(type), scratch);
 }
 
 /** Scratch bytes one thread needs to decode a row of `cols` (see matmul's `scratch`). */
@@ -214,7 +217,7 @@ function matmulDecoded(
     const count = min(TILE_ROWS, rowEnd - r);
     // Four rows that are one interleaved group decode straight into the packed tile.
     const wholeGroup = !nibbles && isGrouped(type) && (r & 3) == 0 && r + TILE_ROWS <= (rows & ~3);
-    if (wholeGroup) decodeGroupToTile(w + <usize>r * stride, blocks, type == Q4_0_X4 ? 16 : type == Q8_0_X4 ? 32 : 20, packed);
+    if (wholeGroup) decodeGroupToTile(w + <usize>r * stride, blocks, groupPayload(type), packed);
     for (let k = 0; k < TILE_ROWS && !wholeGroup; k++) {
       const row = r + min(k, count - 1);
       const decoded = scratch + <usize>k * (nibbles ? <usize>cols : decodedBytes);

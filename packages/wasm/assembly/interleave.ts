@@ -263,12 +263,13 @@ class GroupLoop {
   @inline static run(g: usize, xq: usize, xd: usize, xb: usize, blocks: i32, sink: usize, kind: i32, exact: bool): v128 {
     let acc = f32x4.splat(0);
     let largest = i16x8.splat(0);
-    // Each kind's own constants (the others' are never read, so V8 drops their loads).
-    const mask = v128.load(TOP_NIBBLE);
-    const k0 = v128.load(Q5_CONSTANTS);
-    const k1 = v128.load(Q5_CONSTANTS, 16);
-    const k2 = v128.load(Q5_CONSTANTS, 32);
-    const k3 = v128.load(Q5_CONSTANTS, 48);
+    // Each kind loads only its own constants (the others stand in, unread).
+    const zero = i32x4.splat(0);
+    const mask = kind == GROUP_Q4_0 ? v128.load(TOP_NIBBLE) : zero;
+    const k0 = kind == GROUP_Q5_0 ? v128.load(Q5_CONSTANTS) : zero;
+    const k1 = kind == GROUP_Q5_0 ? v128.load(Q5_CONSTANTS, 16) : zero;
+    const k2 = kind == GROUP_Q5_0 ? v128.load(Q5_CONSTANTS, 32) : zero;
+    const k3 = kind == GROUP_Q5_0 ? v128.load(Q5_CONSTANTS, 48) : zero;
     // Q4_0's sums are 4096 t (below): its scales come out of the conversion times 1 / 4096.
     const c0 = halfConstant(kind == GROUP_Q4_0 ? HALF_SCALE_OVER_4096 : 0);
     const c1 = halfConstant(exact ? 1 : FINITE_MASK);

@@ -83,8 +83,11 @@ export class MatmulHost {
   /** Reused for single-matrix calls, so matmul allocates nothing (they keep the last call's two references). */
   private readonly single = { outs: [] as Float32Array[], ws: [] as WeightMatrix[] };
   private readonly args = new JobArgs();
+  /** Bytes between two threads' sinks on a batch-1 call (prepare), asked of the module once. */
+  private readonly sinkStride: number;
 
   constructor(private readonly ctx: KernelContext) {
+    this.sinkStride = Math.ceil(ctx.exports.decodeSinkBytes() / 128) * 128 + 128;
     this.xStage = ctx.scratch();
     this.outStage = ctx.scratch();
     this.xQuants = ctx.scratch();
@@ -245,7 +248,7 @@ export class MatmulHost {
     // With batch > 1 each thread decodes a row at a time into its own slice of this scratch; with
     // batch 1 the row loops store to theirs (decodeSinkBytes) and read nothing else of it, so the
     // slices get 128 spare bytes: no two threads write to one cache line or its prefetched neighbour.
-    const scratchStride = batch > 1 ? Math.ceil(exports.decodeScratchBytes(cols) / 64) * 64 : Math.ceil(exports.decodeSinkBytes() / 128) * 128 + 128;
+    const scratchStride = batch > 1 ? Math.ceil(exports.decodeScratchBytes(cols) / 64) * 64 : this.sinkStride;
     const scratch = this.rowDecode.ensure(scratchStride * pool.threads);
     return this.args.clear().add(cols).add(xAddress).add(xq).add(xd).add(xs).add(xb).add(batch).add(scratch).add(scratchStride).add(count);
   }

@@ -9,13 +9,12 @@ import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ8_0 } from "./dot";
 import { dotQ4_K, dotQ5_K, dotQ6_K } from "./kquants";
 import { decodeLegacy, dotLegacy, Q4_1, Q5_0, Q5_1 } from "./legacy";
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ5_K, decodeQ6_K, decodeQ8_0 } from "./decode";
-export { quantizeActivations } from "./quantize";
+export { activationQuantBytes, activationScaleBytes, quantizeActivations } from "./quantize";
 export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
 export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
-import { decodeQ4_0Nibbles, packNibbleTile } from "./nibbles";
-import { decodeGroupRowQ4_0, decodeGroupRowQ5_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
-import { dotPackedRowsF32x2, dotPackedTile, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
+import { decodeGroupRowQ4_0, decodeGroupRowQ5_0, decodeGroupToSplat, dotQ4_0Group, dotQ5_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
+import { dotPackedRowsF32x2, dotSplatTile, dotSplatTile8, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, splatRows, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;
@@ -104,8 +103,9 @@ export function decodeSinkBytes(): i32 {
  * w: [rows, rowBytes] in the stored encoding; out: [batch, rows] f32.
  * Float types read x: [batch, cols] f32; quantized types read the quantized
  * activations xq: [batch, cols] i16 and xd, xs, xb: [batch, cols / 32] f32
- * (see quantize.ts). With batch > 1, each row is first decoded (decode.ts)
- * into this thread's `scratch` of decodeScratchBytes(cols) bytes; with batch 1
+ * (see quantize.ts; with batch > 1, xq and xd continue with the copies interleaved
+ * by four tokens that the prefill tile reads). With batch > 1, rows are decoded four
+ * at a time (decode.ts, tile.ts) into this thread's `scratch` of decodeScratchBytes(cols) bytes; with batch 1
  * the Q4_0_X4, Q8_0_X4, Q5_0_X4, Q4_K, Q5_K and Q6_K loops write to its first DECODE_SINK_BYTES
  * (interleave.ts, kquants.ts). Q4_0_X4 and
  * Q8_0_X4 are Q4_0 / Q8_0 interleaved by four rows at load (interleave.ts); a
@@ -200,27 +200,30 @@ function matmulDecoded(
   const stride = <usize>rowBytes(type, cols);
   const blocks = cols / 32;
   const halves = type == F16 || type == BF16;
-  // With relaxed SIMD, Q4_0 rows decode to nibbles for the int8 tile (nibbles.ts).
-  const nibbles = ASC_FEATURE_RELAXED_SIMD && (type == Q4_0 || type == Q4_0_X4);
-  // scratch (tile.ts): four decoded rows, their scales and mins per row, the mins as [blocks][4].
+  // scratch (tile.ts): four decoded rows, their scales and mins per row, the mins as [blocks][4],
+  // the results and running sums, then the tile.
   const decodedBytes = <usize>cols * (halves ? 4 : 2);
   const scales = scratch + TILE_ROWS * decodedBytes;
   const mins = scales + TILE_ROWS * <usize>blocks * 4;
   const mins4 = mins + TILE_ROWS * <usize>blocks * 4;
-  const results = mins4 + TILE_ROWS * <usize>blocks * 4; // up to four f32x4 results
-  const packed = results + 64; // the layout of packTile, packNibbleTile or packRowsF32
+  const results = mins4 + TILE_ROWS * <usize>blocks * 4; // 8 x f32x4
+  const sums = results + 128; // 8 x f32x4
+  const tile = sums + 128; // splatRows' layout, or packRowsF32's
   const rowValuesBytes = <usize>blocks * 4;
+  // quantizeActivations' copies interleaved by four tokens (interleaveTokens) follow its plain arrays.
+  const xq4 = xq + <usize>batch * <usize>cols * 2;
+  const xd4 = xd + <usize>batch * rowValuesBytes;
   // Rows go through in tiles of four; a last, partial tile repeats its last row
   // in the spare lanes. Every row then takes the same arithmetic wherever the
   // threads' shares split the rows, so results do not depend on the split.
   for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
     const count = min(TILE_ROWS, rowEnd - r);
-    // Four rows that are one interleaved group decode straight into the packed tile.
-    const wholeGroup = !nibbles && isGrouped(type) && (r & 3) == 0 && r + TILE_ROWS <= (rows & ~3);
-    if (wholeGroup) decodeGroupToTile(w + <usize>r * stride, blocks, groupPayload(type), packed);
+    // Four rows that are one interleaved group decode straight into the tile.
+    const wholeGroup = isGrouped(type) && (r & 3) == 0 && r + TILE_ROWS <= (rows & ~3);
+    if (wholeGroup) decodeGroupToSplat(w + <usize>r * stride, blocks, groupPayload(type), scratch, tile);
     for (let k = 0; k < TILE_ROWS && !wholeGroup; k++) {
       const row = r + min(k, count - 1);
-      const decoded = scratch + <usize>k * (nibbles ? <usize>cols : decodedBytes);
+      const decoded = scratch + <usize>k * decodedBytes;
       const rowScales = scales + <usize>k * rowValuesBytes;
       const rowMins = mins + <usize>k * rowValuesBytes;
       const plainRow = w + <usize>row * stride;
@@ -235,9 +238,7 @@ function matmulDecoded(
       } else if (grouped && type == Q5_0_X4) {
         decodeGroupRowQ5_0(group, row & 3, blocks, decoded, rowScales, rowMins);
       } else if (grouped) {
-        decodeGroupRowQ4_0(group, row & 3, blocks, decoded, rowScales, rowMins, nibbles); // signed-nibble lanes
-      } else if (nibbles) {
-        decodeQ4_0Nibbles(plainRow, blocks, decoded, rowScales);
+        decodeGroupRowQ4_0(group, row & 3, blocks, decoded, rowScales, rowMins); // signed-nibble lanes
       } else if (type == Q4_0 || type == Q4_0_X4) {
         decodeQ4_0(plainRow, blocks, decoded, rowScales, rowMins);
       } else {
@@ -247,32 +248,34 @@ function matmulDecoded(
     const tileOut = out + (<usize>r << 2);
     const outStride = <usize>rows << 2; // bytes from one activation row's outputs to the next
     if (halves) {
-      packRowsF32(scratch, cols, packed);
+      packRowsF32(scratch, cols, tile);
       for (let b = 0; b < batch; b += 2) {
         // Activation rows in pairs; an odd last row is paired with itself (the same arithmetic per row).
         const second = min(b + 1, batch - 1);
-        dotPackedRowsF32x2(packed, scratch, cols, x + <usize>b * <usize>cols * 4, x + <usize>second * <usize>cols * 4, results, results + 16);
+        dotPackedRowsF32x2(tile, scratch, cols, x + <usize>b * <usize>cols * 4, x + <usize>second * <usize>cols * 4, results, results + 16);
         storeLanes(tileOut + <usize>b * outStride, v128.load(results), count);
         if (second > b) storeLanes(tileOut + <usize>second * outStride, v128.load(results, 16), count);
       }
       continue;
     }
-    if (nibbles) packNibbleTile(scratch, scales, blocks, packed);
-    else if (!wholeGroup) packTile(scratch, scales, blocks, packed);
+    if (!wholeGroup) splatRows(scratch, scales, blocks, tile);
     if (hasMinimums(type)) interleave4(mins, blocks, mins4);
-    for (let b = 0; b < batch; b += 4) {
-      // Activation rows four at a time; the last one to three on their own.
-      const tokens = min(4, batch - b);
-      const blockOffset = <usize>b * <usize>blocks * 4;
-      if (nibbles) dotPackedTile<u8>(packed, xq + <usize>b * <usize>cols * 2, xd + blockOffset, xb + blockOffset, blocks, tokens, results);
-      else dotPackedTile<i16>(packed, xq + <usize>b * <usize>cols * 2, xd + blockOffset, xb + blockOffset, blocks, tokens, results);
+    for (let b = 0; b < batch; ) {
+      // Tokens eight at a time while more than four are left, then the last one to four;
+      // lanes past the batch are the zero padding of interleaveTokens, computed and dropped.
+      const tokens = min(batch - b > 4 ? 8 : 4, batch - b);
+      const xAt = xq4 + <usize>b * <usize>cols * 2;
+      const dAt = xd4 + <usize>b * rowValuesBytes;
+      if (tokens > 4) dotSplatTile8(tile, xAt, dAt, blocks, <usize>cols * 8, rowValuesBytes * 4, results, sums);
+      else dotSplatTile(tile, xAt, dAt, blocks, results);
       for (let j = 0; j < tokens; j++) {
         let value = v128.load(results + (<usize>j << 4));
-        const rowBlocks = <usize>(b + j) * <usize>blocks * 4;
+        const rowBlocks = <usize>(b + j) * rowValuesBytes;
         if (type == Q4_K || type == Q5_K) value = f32x4.sub(value, minimumsTerm4(mins4, xs + rowBlocks, blocks));
         else if (hasMinimums(type)) value = f32x4.sub(value, minimumsTerm4Quantized(mins4, xd + rowBlocks, xb + rowBlocks, blocks));
         storeLanes(tileOut + <usize>(b + j) * outStride, value, count);
       }
+      b += tokens;
     }
   }
 }

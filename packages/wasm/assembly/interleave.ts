@@ -41,7 +41,7 @@
 
 import { widenQuants } from "./decode";
 import { FINITE_MASK, finiteHalvesWith, HALF_SCALE_OVER_4096, halfConstant, halfToFloat, halvesToFloats, halvesToFloatsWith, upperHalves } from "./half";
-import { PACKED_BLOCK_BYTES, sumLanes4 } from "./tile";
+import { SPLAT_BLOCK_BYTES, splatQuants, splatScales, sumLanes4 } from "./tile";
 
 /** Bytes of one block of a group: four scales, four payloads. */
 export function groupBlockBytes(payload: usize): usize {
@@ -328,30 +328,17 @@ export function dotQ4_0Group(g: usize, xq: usize, xd: usize, blocks: i32, sink: 
 
 /**
  * Row `lane` of the Q4_0_X4 group at g decoded as decode.ts's decodeQ4_0 does a plain row:
- * q16 [blocks * 32] i16 (q - 8), scales [blocks] f32, mins zero. With `nibbles` (the relaxed
- * build's prefill tile, nibbles.ts), q8 [blocks * 32] u8 (q) and the scales instead.
+ * q16 [blocks * 32] i16 (q - 8), scales [blocks] f32, mins zero.
  */
-export function decodeGroupRowQ4_0(g: usize, lane: i32, blocks: i32, out: usize, scales: usize, mins: usize, nibbles: bool): void {
+export function decodeGroupRowQ4_0(g: usize, lane: i32, blocks: i32, q16: usize, scales: usize, mins: usize): void {
   let p = g + 8 + 16 * <usize>lane;
   let scale = g + 2 * <usize>lane;
   for (let i = 0; i < blocks; i++) {
-    if (nibbles) {
-      // (q - 8) * 4096 shifted back down, sign kept, plus 8: q in element order.
-      const eight = i16x8.splat(8);
-      const e0 = i16x8.add(i16x8.shr_s(signedNibbles(p, 0), 12), eight);
-      const e1 = i16x8.add(i16x8.shr_s(signedNibbles(p, 1), 12), eight);
-      const e2 = i16x8.add(i16x8.shr_s(signedNibbles(p, 2), 12), eight);
-      const e3 = i16x8.add(i16x8.shr_s(signedNibbles(p, 3), 12), eight);
-      v128.store(out, i8x16.narrow_i16x8_u(e0, e1), 0);
-      v128.store(out, i8x16.narrow_i16x8_u(e2, e3), 16);
-      out += 32;
-    } else {
-      signedLanesToInt16(p, out);
-      store<f32>(mins, 0);
-      out += 64;
-      mins += 4;
-    }
+    signedLanesToInt16(p, q16);
+    store<f32>(mins, 0);
     store<f32>(scales, halfToFloat(load<u16>(scale)));
+    q16 += 64;
+    mins += 4;
     scales += 4;
     p += 72;
     scale += 72;
@@ -369,24 +356,24 @@ function signedLanesToInt16(p: usize, q16: usize): void {
 
 /**
  * A whole Q4_0_X4, Q8_0_X4 or Q5_0_X4 group at g (its payload: 16, 32 or 20
- * bytes) decoded straight into tile.ts's packed layout (packTile's result for
- * its four rows, the same values): the group's four scales convert in one vector
- * and its payloads sit side by side, so prefill skips decoding row by row and
- * packing afterwards.
+ * bytes) decoded straight into tile.ts's splat tile (splatRows's result for its
+ * four rows, the same values): the group's four scales convert in one vector
+ * and each row's block goes through 64 bytes at q16, so prefill skips decoding
+ * row by row first. q16: 64 bytes of scratch.
  */
-export function decodeGroupToTile(g: usize, blocks: i32, payload: usize, packed: usize): void {
+export function decodeGroupToSplat(g: usize, blocks: i32, payload: usize, q16: usize, tile: usize): void {
   const groupBlock = groupBlockBytes(payload);
   for (let i = 0; i < blocks; i++) {
-    v128.store(packed, halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(g))));
+    splatScales(halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(g))), tile);
     for (let k = 0; k < 4; k++) {
-      const to = packed + 16 + <usize>k * 64;
       const from = g + 8 + <usize>k * payload;
-      if (payload == 16) signedLanesToInt16(from, to);
-      else if (payload == 32) widenQuants(from, to);
-      else fiveBitsToInt16(from, to);
+      if (payload == 16) signedLanesToInt16(from, q16);
+      else if (payload == 32) widenQuants(from, q16);
+      else fiveBitsToInt16(from, q16);
+      splatQuants(q16, k, tile);
     }
     g += groupBlock;
-    packed += PACKED_BLOCK_BYTES;
+    tile += SPLAT_BLOCK_BYTES;
   }
 }
 

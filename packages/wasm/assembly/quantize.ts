@@ -7,16 +7,77 @@
 // with a per-block minimum (Q4_K) need: sum_i (d*q_i - m) * x_i = d * (q·x) - m * sum_i x_i,
 // and the sum of its 32 quantized values, for types with a fixed offset (Q4_0:
 // sum_i (q_i - 8) * xq_i = q·xq - 8 * sum_i xq_i).
+// For more than one token (prefill) the quants and scales are also written
+// interleaved four tokens to a vector (interleaveTokens), the layout of the
+// prefill tile (tile.ts), once per call instead of once per weight row tile.
+
+import { transposeRows4 } from "./tile";
 
 export const Q8_BLOCK = 32;
+
+/** Tokens interleaveTokens writes for count tokens: none for one, else count rounded up to four. */
+function interleavedTokens(count: i32): i32 {
+  return count > 1 ? (count + 3) & ~3 : 0;
+}
+
+/** Bytes quantizeActivations writes at xq: count rows of int16 quants, then their interleaved copy. */
+export function activationQuantBytes(count: i32, cols: i32): i32 {
+  return (count + interleavedTokens(count)) * cols * 2;
+}
+
+/** Bytes quantizeActivations writes at xd: count rows of block scales, then their interleaved copy. */
+export function activationScaleBytes(count: i32, cols: i32): i32 {
+  return (count + interleavedTokens(count)) * (cols / Q8_BLOCK) * 4;
+}
 
 /**
  * x: [count, cols] f32. Writes xq: [count, cols] i16 (values -127..127),
  * xd: [count, cols / 32] f32 scales, xs: [count, cols / 32] f32 sums of x and
  * xb: [count, cols / 32] f32 sums of xq; xs or xb 0: not wanted (the matrices
  * of the call do not read them), so not computed. cols is a multiple of 32.
+ * With count > 1, xq and xd continue with interleaveTokens' copies: xq holds
+ * activationQuantBytes(count, cols) bytes, xd activationScaleBytes(count, cols).
  */
 export function quantizeActivations(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs: usize, xb: usize): void {
+  quantizeRows(x, count, cols, xq, xd, xs, xb);
+  if (count > 1) interleaveTokens(xq, xd, count, cols, xq + <usize>count * <usize>cols * 2, xd + <usize>count * <usize>(cols / Q8_BLOCK) * 4);
+}
+
+/**
+ * The quants and scales of `count` tokens regrouped four tokens at a time for the prefill
+ * tile: xq4 [ceil(count / 4)][cols / 2][4] i32, lane j = token 4g + j's element pair (two
+ * int16), and xd4 [ceil(count / 4)][cols / 32][4] f32; lanes past the last token are zero.
+ */
+function interleaveTokens(xq: usize, xd: usize, count: i32, cols: i32, xq4: usize, xd4: usize): void {
+  const rowBytes = <usize>cols * 2;
+  const blocks = cols / Q8_BLOCK;
+  const scaleRow = <usize>blocks * 4;
+  const zero = i32x4.splat(0);
+  for (let t = 0; t < count; t += 4) {
+    const first = xq + <usize>t * rowBytes;
+    const left = count - t;
+    // Four pairs of each of four tokens per pass: a 4 x 4 transpose of int32 lanes.
+    for (let i: usize = 0; i < rowBytes; i += 16) {
+      const a = v128.load(first + i);
+      const b = left > 1 ? v128.load(first + rowBytes + i) : zero;
+      const c = left > 2 ? v128.load(first + 2 * rowBytes + i) : zero;
+      const d = left > 3 ? v128.load(first + 3 * rowBytes + i) : zero;
+      transposeRows4(a, b, c, d, xq4);
+      xq4 += 64;
+    }
+    const scales = xd + <usize>t * scaleRow;
+    for (let i = 0; i < blocks; i++) {
+      const at = scales + (<usize>i << 2);
+      store<f32>(xd4, load<f32>(at));
+      store<f32>(xd4, left > 1 ? load<f32>(at + scaleRow) : 0, 4);
+      store<f32>(xd4, left > 2 ? load<f32>(at + 2 * scaleRow) : 0, 8);
+      store<f32>(xd4, left > 3 ? load<f32>(at + 3 * scaleRow) : 0, 12);
+      xd4 += 16;
+    }
+  }
+}
+
+function quantizeRows(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs: usize, xb: usize): void {
   const blocks = (count * cols) / Q8_BLOCK;
   for (let b = 0; b < blocks; b++) {
     const v0 = v128.load(x, 0);

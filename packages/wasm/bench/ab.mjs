@@ -69,7 +69,8 @@ function setUp(file, weights) {
   const x = allocate(batch * cols * 4);
   new Float32Array(memory.buffer, x, batch * cols).set(new Float32Array(batch * cols).map((_, i) => Math.cos(i)));
   const blocks = (batch * cols) / 32;
-  const [xq, xd, xs, xb] = [allocate(batch * cols * 2), allocate(blocks * 4), allocate(blocks * 4), allocate(blocks * 4)];
+  const [xq, xd] = [allocate(exports.activationQuantBytes(batch, cols)), allocate(exports.activationScaleBytes(batch, cols))];
+  const [xs, xb] = [allocate(blocks * 4), allocate(blocks * 4)];
   exports.quantizeActivations(x, batch, cols, xq, xd, xs, xb);
   const out = allocate(batch * rows * 4);
   const scratch = allocate(exports.decodeScratchBytes(cols) + 64);

@@ -1,5 +1,5 @@
 // The WebAssembly SIMD kernels against the plain TypeScript reference kernel:
-// every weight type, odd row counts, batch 1, 3 and 7, 1 to 4 threads, with
+// every weight type, odd row counts, batch 1, 3, 7 and 12, 1 to 4 threads, with
 // the per-output error bounds of helpers.ts (float32 arithmetic; plus, for
 // quantized weights, int8 activation quantization). Where the runtime has
 // relaxed SIMD, its build of the kernels runs every case too (relaxed-simd.test.ts
@@ -42,7 +42,7 @@ const CASES: Case[] = [
 const ROWS = [1, 5, 13];
 /** createWasmKernels' relaxedSimd: the baseline build, and the relaxed one where it runs. */
 const BUILDS = relaxedSimdSupported() ? [false, true] : [false];
-const BATCHES = [1, 3, 7];
+const BATCHES = [1, 3, 7, 12];
 
 function reference(w: WeightMatrix, x: Float32Array, batch: number): Float32Array {
   const out = new Float32Array(batch * w.rows);

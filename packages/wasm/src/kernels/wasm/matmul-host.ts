@@ -238,8 +238,9 @@ export class MatmulHost {
     let xb = 0;
     if (needs & Needs.QUANTS) {
       const blocks = elements / ACTIVATION_BLOCK;
-      xq = this.xQuants.ensure(elements * 2); // int16
-      xd = this.xScales.ensure(blocks * 4);
+      // int16 quants and f32 scales, with batch > 1 followed by their copy for the prefill tile.
+      xq = this.xQuants.ensure(exports.activationQuantBytes(batch, cols));
+      xd = this.xScales.ensure(exports.activationScaleBytes(batch, cols));
       // The per-block sums only the types that read them get; 0: not written.
       if (needs & Needs.SUMS) xs = this.xSums.ensure(blocks * 4);
       if (needs & Needs.QUANT_SUMS) xb = this.xQuantSums.ensure(blocks * 4);

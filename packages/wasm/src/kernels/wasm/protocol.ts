@@ -16,6 +16,8 @@ export interface KernelExports {
   decodeScratchBytes(cols: number): number;
   decodeSinkBytes(): number;
   quantizeActivations(x: number, count: number, cols: number, xq: number, xd: number, xs: number, xb: number): void;
+  activationQuantBytes(count: number, cols: number): number;
+  activationScaleBytes(count: number, cols: number): number;
   interleave(type: number, w: number, rows: number, cols: number, scratch: number): void;
   matmul(
     type: number,

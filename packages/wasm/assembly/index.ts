@@ -13,8 +13,8 @@ export { activationQuantBytes, activationScaleBytes, quantizeActivations } from 
 export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
 export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
-import { decodeGroupRowQ4_0, decodeGroupRowQ5_0, decodeGroupToSplat, dotQ4_0Group, dotQ5_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
-import { dotPackedRowsF32x2, dotSplatTile, dotSplatTile8, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, splatRows, TILE_ROWS, tileScratchBytes } from "./tile";
+import { decodeGroupRowQ4_0, decodeGroupRowQ5_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
+import { dotPackedRowsF32x2, dotPackedTile, dotPackedTile8, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;
@@ -201,14 +201,14 @@ function matmulDecoded(
   const blocks = cols / 32;
   const halves = type == F16 || type == BF16;
   // scratch (tile.ts): four decoded rows, their scales and mins per row, the mins as [blocks][4],
-  // the results and running sums, then the tile.
+  // the results and running sums, then the packed tile.
   const decodedBytes = <usize>cols * (halves ? 4 : 2);
   const scales = scratch + TILE_ROWS * decodedBytes;
   const mins = scales + TILE_ROWS * <usize>blocks * 4;
   const mins4 = mins + TILE_ROWS * <usize>blocks * 4;
   const results = mins4 + TILE_ROWS * <usize>blocks * 4; // 8 x f32x4
   const sums = results + 128; // 8 x f32x4
-  const tile = sums + 128; // splatRows' layout, or packRowsF32's
+  const packed = sums + 128; // packTile's layout, or packRowsF32's
   const rowValuesBytes = <usize>blocks * 4;
   // quantizeActivations' copies interleaved by four tokens (interleaveTokens) follow its plain arrays.
   const xq4 = xq + <usize>batch * <usize>cols * 2;
@@ -218,9 +218,9 @@ function matmulDecoded(
   // threads' shares split the rows, so results do not depend on the split.
   for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
     const count = min(TILE_ROWS, rowEnd - r);
-    // Four rows that are one interleaved group decode straight into the tile.
+    // Four rows that are one interleaved group decode straight into the packed tile.
     const wholeGroup = isGrouped(type) && (r & 3) == 0 && r + TILE_ROWS <= (rows & ~3);
-    if (wholeGroup) decodeGroupToSplat(w + <usize>r * stride, blocks, groupPayload(type), scratch, tile);
+    if (wholeGroup) decodeGroupToTile(w + <usize>r * stride, blocks, groupPayload(type), packed);
     for (let k = 0; k < TILE_ROWS && !wholeGroup; k++) {
       const row = r + min(k, count - 1);
       const decoded = scratch + <usize>k * decodedBytes;
@@ -248,26 +248,28 @@ function matmulDecoded(
     const tileOut = out + (<usize>r << 2);
     const outStride = <usize>rows << 2; // bytes from one activation row's outputs to the next
     if (halves) {
-      packRowsF32(scratch, cols, tile);
+      packRowsF32(scratch, cols, packed);
       for (let b = 0; b < batch; b += 2) {
         // Activation rows in pairs; an odd last row is paired with itself (the same arithmetic per row).
         const second = min(b + 1, batch - 1);
-        dotPackedRowsF32x2(tile, scratch, cols, x + <usize>b * <usize>cols * 4, x + <usize>second * <usize>cols * 4, results, results + 16);
+        dotPackedRowsF32x2(packed, scratch, cols, x + <usize>b * <usize>cols * 4, x + <usize>second * <usize>cols * 4, results, results + 16);
         storeLanes(tileOut + <usize>b * outStride, v128.load(results), count);
         if (second > b) storeLanes(tileOut + <usize>second * outStride, v128.load(results, 16), count);
       }
       continue;
     }
-    if (!wholeGroup) splatRows(scratch, scales, blocks, tile);
+    if (!wholeGroup) packTile(scratch, scales, blocks, packed);
     if (hasMinimums(type)) interleave4(mins, blocks, mins4);
     for (let b = 0; b < batch; ) {
-      // Tokens eight at a time while more than four are left, then the last one to four;
-      // lanes past the batch are the zero padding of interleaveTokens, computed and dropped.
-      const tokens = min(batch - b > 4 ? 8 : 4, batch - b);
-      const xAt = xq4 + <usize>b * <usize>cols * 2;
-      const dAt = xd4 + <usize>b * rowValuesBytes;
-      if (tokens > 4) dotSplatTile8(tile, xAt, dAt, blocks, <usize>cols * 8, rowValuesBytes * 4, results, sums);
-      else dotSplatTile(tile, xAt, dAt, blocks, results);
+      // Tokens eight at a time while seven or more are left (lanes past the batch are the
+      // zero padding of interleaveTokens, computed and dropped), then four, then one by one.
+      const tokens = min(batch - b >= 7 ? 8 : 4, batch - b);
+      if (tokens > 4) {
+        const xAt = xq4 + <usize>b * <usize>cols * 2;
+        dotPackedTile8(packed, xAt, xd4 + <usize>b * rowValuesBytes, blocks, <usize>cols * 8, rowValuesBytes * 4, results, sums);
+      } else {
+        dotPackedTile(packed, xq + <usize>b * <usize>cols * 2, xd + <usize>b * rowValuesBytes, blocks, tokens, results);
+      }
       for (let j = 0; j < tokens; j++) {
         let value = v128.load(results + (<usize>j << 4));
         const rowBlocks = <usize>(b + j) * rowValuesBytes;

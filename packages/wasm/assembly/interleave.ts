@@ -41,7 +41,7 @@
 
 import { widenQuants } from "./decode";
 import { FINITE_MASK, finiteHalvesWith, HALF_SCALE_OVER_4096, halfConstant, halfToFloat, halvesToFloats, halvesToFloatsWith, upperHalves } from "./half";
-import { SPLAT_BLOCK_BYTES, splatQuants, splatScales, sumLanes4 } from "./tile";
+import { PACKED_BLOCK_BYTES, sumLanes4 } from "./tile";
 
 /** Bytes of one block of a group: four scales, four payloads. */
 export function groupBlockBytes(payload: usize): usize {
@@ -356,24 +356,24 @@ function signedLanesToInt16(p: usize, q16: usize): void {
 
 /**
  * A whole Q4_0_X4, Q8_0_X4 or Q5_0_X4 group at g (its payload: 16, 32 or 20
- * bytes) decoded straight into tile.ts's splat tile (splatRows's result for its
- * four rows, the same values): the group's four scales convert in one vector
- * and each row's block goes through 64 bytes at q16, so prefill skips decoding
- * row by row first. q16: 64 bytes of scratch.
+ * bytes) decoded straight into tile.ts's packed layout (packTile's result for
+ * its four rows, the same values): the group's four scales convert in one vector
+ * and its payloads sit side by side, so prefill skips decoding row by row and
+ * packing afterwards.
  */
-export function decodeGroupToSplat(g: usize, blocks: i32, payload: usize, q16: usize, tile: usize): void {
+export function decodeGroupToTile(g: usize, blocks: i32, payload: usize, packed: usize): void {
   const groupBlock = groupBlockBytes(payload);
   for (let i = 0; i < blocks; i++) {
-    splatScales(halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(g))), tile);
+    v128.store(packed, halvesToFloats(i32x4.extend_low_i16x8_u(v128.load64_zero(g))));
     for (let k = 0; k < 4; k++) {
+      const to = packed + 16 + <usize>k * 64;
       const from = g + 8 + <usize>k * payload;
-      if (payload == 16) signedLanesToInt16(from, q16);
-      else if (payload == 32) widenQuants(from, q16);
-      else fiveBitsToInt16(from, q16);
-      splatQuants(q16, k, tile);
+      if (payload == 16) signedLanesToInt16(from, to);
+      else if (payload == 32) widenQuants(from, to);
+      else fiveBitsToInt16(from, to);
     }
     g += groupBlock;
-    tile += SPLAT_BLOCK_BYTES;
+    packed += PACKED_BLOCK_BYTES;
   }
 }
 

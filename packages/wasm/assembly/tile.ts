@@ -1,28 +1,37 @@
 // Batched matmul (prefill) on tiles of four weight rows: the four rows are
 // decoded once (decode.ts, or a whole interleaved group straight from
-// interleave.ts) and "splat" (splatRows): each element pair (two int16) of each
-// row repeated in all four lanes of a vector. The activations come four tokens
-// to a vector (quantize.ts's interleaveTokens: lane j = token j's same pair), so
-// one `i32x4.dot_i16x8_s` gives a row's partial sums for four tokens, lanes
-// stay tokens to the end of a block and no horizontal sums are needed. Eight
-// tokens go through at a time (dotSplatTile8): each weight vector loaded feeds
-// two products, six loads per eight products, which is what bounds this loop
-// on x64 (the four-by-four tile with horizontal sums that came before took
-// twenty loads per sixteen, half of them V8's reloads from its stack).
+// interleave.ts) and packed per block (packTile), then the tokens go through.
+//
+// Eight at a time while seven or more are left (dotPackedTile8): each element
+// pair (two int16) of a row is splat across a vector as it is loaded
+// (`v128.load32_splat`), and the activations come four tokens to a vector
+// (quantize.ts's interleaveTokens: lane j = token j's same pair), so one
+// `i32x4.dot_i16x8_s` gives a row's partial sums for four tokens and lanes stay
+// tokens to the end of a block: no horizontal sums, and each weight vector
+// feeds two products, six loads per eight products. The rest (and a batch of a
+// few tokens, as a decode step of several sequences) four at a time or alone
+// (dotPackedTile): each activation vector feeds the four rows and lanes are
+// rows, summed across at the end of each block; twenty loads per sixteen
+// products, half of them V8's reloads of the block from its stack. Per token
+// the 8-token pass is 1.18-1.24 x faster (kernel A/B, batch 128, Q8_0, Q4_0,
+// Q4_K, Q6_K) but computes its padding lanes too, so it pays from seven tokens.
+// Both give a row and token the one-row dot product's arithmetic: a block's exact
+// integer sum times (row scale * token scale), added in block order; a token's
+// bits do not depend on which pass it went through.
 //
 // Scratch of one thread (tileScratchBytes):
 //   q16:    [4][cols] i16      (quantized types) or [4][cols] f32 (F16 / BF16)
 //   scales: [4][blocks] f32, mins: [4][blocks] f32   (as decode.ts writes them)
 //   mins4: [blocks][4] f32                           (the mins, lane k = row k: Q4_K)
 //   results: 8 x f32x4                               (one per token, lane k = row k)
-//   sums: 8 x f32x4                                  (dotSplatTile8's running sums)
-//   tile: [blocks] x { scales: row 0..3's scale x4, then pair 0..15 x row 0..3: the pair x4 }
-//         (SPLAT_BLOCK_BYTES each), or for F16 / BF16 [cols / 4] x { row 0..3 f32[4] each } (packRowsF32)
+//   sums: 8 x f32x4                                  (dotPackedTile8's running sums)
+//   packed: [blocks] x { scales f32[4], row 0..3 quants i16[32] each } (packTile), or for
+//           F16 / BF16 [cols / 4] x { row 0..3 f32[4] each } (packRowsF32)
 
 export const TILE_ROWS = 4;
 
-/** Bytes of one block of a splat tile: four scale vectors, then 16 element pairs x four rows. */
-export const SPLAT_BLOCK_BYTES = 64 + 16 * TILE_ROWS * 16;
+/** Bytes of one block of a packed tile: the four rows' scales, then the four rows' 32 int16 quants. */
+export const PACKED_BLOCK_BYTES = 16 + TILE_ROWS * 64;
 
 /** Bytes of the results and of the running sums (8 x f32x4 each). */
 const RESULTS_BYTES = 128;
@@ -30,7 +39,8 @@ const RESULTS_BYTES = 128;
 /** Scratch bytes one thread needs to decode a tile of four rows of `cols` (f32 rows for F16 / BF16 are the larger). */
 export function tileScratchBytes(cols: i32): i32 {
   const blocks = cols / 32;
-  return TILE_ROWS * cols * 4 + TILE_ROWS * blocks * 12 + 2 * RESULTS_BYTES + max(cols * 16, blocks * SPLAT_BLOCK_BYTES);
+  // The packed region holds a packed tile or, for F16 / BF16, four packed f32 rows (cols * 16 bytes, the larger).
+  return TILE_ROWS * cols * 4 + TILE_ROWS * blocks * 12 + 2 * RESULTS_BYTES + cols * 16;
 }
 
 /** Lane k = the sum of v_k's four lanes: four horizontal sums in six shuffles and three adds. */
@@ -60,64 +70,137 @@ export function interleave4(rowsValues: usize, blocks: i32, out: usize): void {
   }
 }
 
-/** Row k's 32 int16 quants of one block (four vectors at q) into the splat block at tile: pair p at 64 + 64 p + 16 k. */
-export function splatQuants(q: usize, k: i32, tile: usize): void {
-  let at = tile + 64 + 16 * <usize>k;
-  for (let v = 0; v < 4; v++) {
-    const pairs = v128.load(q + (<usize>v << 4));
-    v128.store(at, i32x4.shuffle(pairs, pairs, 0, 0, 0, 0), 0);
-    v128.store(at, i32x4.shuffle(pairs, pairs, 1, 1, 1, 1), 64);
-    v128.store(at, i32x4.shuffle(pairs, pairs, 2, 2, 2, 2), 128);
-    v128.store(at, i32x4.shuffle(pairs, pairs, 3, 3, 3, 3), 192);
-    at += 256;
-  }
-}
-
-/** A block's four row scales (one f32x4, lane k = row k) as the splat block's four scale vectors. */
-export function splatScales(scales: v128, tile: usize): void {
-  v128.store(tile, i32x4.shuffle(scales, scales, 0, 0, 0, 0), 0);
-  v128.store(tile, i32x4.shuffle(scales, scales, 1, 1, 1, 1), 16);
-  v128.store(tile, i32x4.shuffle(scales, scales, 2, 2, 2, 2), 32);
-  v128.store(tile, i32x4.shuffle(scales, scales, 3, 3, 3, 3), 48);
-}
-
-/** Four decoded rows (q16 [4][cols] i16, their scales [4][blocks] f32) as a splat tile. */
-export function splatRows(q16: usize, scales: usize, blocks: i32, tile: usize): void {
+/**
+ * Four decoded rows (q16 [4][cols] i16, their scales [4][blocks] f32) rewritten
+ * as a packed tile: per block, the four scales, then each row's 32 quants. One
+ * pointer with constant offsets then reaches everything a block needs, which
+ * leaves V8 registers for the four activation rows of dotPackedTile.
+ */
+export function packTile(q16: usize, scales: usize, blocks: i32, packed: usize): void {
   const rowBytes = <usize>blocks * 64;
   const rowScales = <usize>blocks * 4;
   for (let i = 0; i < blocks; i++) {
-    let v = f32x4.splat(load<f32>(scales));
-    v = f32x4.replace_lane(v, 1, load<f32>(scales + rowScales));
-    v = f32x4.replace_lane(v, 2, load<f32>(scales + 2 * rowScales));
-    v = f32x4.replace_lane(v, 3, load<f32>(scales + 3 * rowScales));
-    splatScales(v, tile);
-    for (let k = 0; k < TILE_ROWS; k++) splatQuants(q16 + <usize>k * rowBytes, k, tile);
-    tile += SPLAT_BLOCK_BYTES;
+    store<f32>(packed, load<f32>(scales));
+    store<f32>(packed, load<f32>(scales + rowScales), 4);
+    store<f32>(packed, load<f32>(scales + 2 * rowScales), 8);
+    store<f32>(packed, load<f32>(scales + 3 * rowScales), 12);
+    for (let k = 0; k < TILE_ROWS; k++) {
+      const from = q16 + <usize>k * rowBytes;
+      const to = packed + 16 + <usize>k * 64;
+      v128.store(to, v128.load(from), 0);
+      v128.store(to, v128.load(from, 16), 16);
+      v128.store(to, v128.load(from, 32), 32);
+      v128.store(to, v128.load(from, 48), 48);
+    }
+    packed += PACKED_BLOCK_BYTES;
     q16 += 64;
     scales += 4;
   }
 }
 
-/** A static member so that it can be marked @inline (eslint's TypeScript parser accepts decorators on class members only). */
-class Block {
-  /** One block's integer sums of one row (lanes = tokens) times its scale and the tokens' block scales, added to acc. */
+/**
+ * The packed tile's per-block steps, as static members so that they can be
+ * marked @inline (eslint's TypeScript parser accepts decorators on class
+ * members only): dotPackedTile calls them four times per block, and as calls
+ * they cost it half its speed.
+ */
+class PackedBlock {
+  /**
+   * One packed block at p · one activation block (32 int16 at x): lane k = row k's
+   * integer sum. Written out with constant offsets: V8 then folds each into its
+   * load's address and checks no loop edge.
+   */
+  @inline static sums(p: usize, x: usize): v128 {
+    let xv = v128.load(x, 0);
+    let a0 = i32x4.dot_i16x8_s(v128.load(p, 16), xv);
+    let a1 = i32x4.dot_i16x8_s(v128.load(p, 80), xv);
+    let a2 = i32x4.dot_i16x8_s(v128.load(p, 144), xv);
+    let a3 = i32x4.dot_i16x8_s(v128.load(p, 208), xv);
+    xv = v128.load(x, 16);
+    a0 = i32x4.add(a0, i32x4.dot_i16x8_s(v128.load(p, 32), xv));
+    a1 = i32x4.add(a1, i32x4.dot_i16x8_s(v128.load(p, 96), xv));
+    a2 = i32x4.add(a2, i32x4.dot_i16x8_s(v128.load(p, 160), xv));
+    a3 = i32x4.add(a3, i32x4.dot_i16x8_s(v128.load(p, 224), xv));
+    xv = v128.load(x, 32);
+    a0 = i32x4.add(a0, i32x4.dot_i16x8_s(v128.load(p, 48), xv));
+    a1 = i32x4.add(a1, i32x4.dot_i16x8_s(v128.load(p, 112), xv));
+    a2 = i32x4.add(a2, i32x4.dot_i16x8_s(v128.load(p, 176), xv));
+    a3 = i32x4.add(a3, i32x4.dot_i16x8_s(v128.load(p, 240), xv));
+    xv = v128.load(x, 48);
+    a0 = i32x4.add(a0, i32x4.dot_i16x8_s(v128.load(p, 64), xv));
+    a1 = i32x4.add(a1, i32x4.dot_i16x8_s(v128.load(p, 128), xv));
+    a2 = i32x4.add(a2, i32x4.dot_i16x8_s(v128.load(p, 192), xv));
+    a3 = i32x4.add(a3, i32x4.dot_i16x8_s(v128.load(p, 256), xv));
+    return sumLanes4(a0, a1, a2, a3);
+  }
+
+  /** One packed block at p · one activation block at x (block scale xd) added to acc: lane k += row k's sum * scale[k] * xd. */
+  @inline static accumulate(acc: v128, p: usize, x: usize, xd: f32): v128 {
+    return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(PackedBlock.sums(p, x)), f32x4.mul(v128.load(p), f32x4.splat(xd))));
+  }
+
+  /** One block's integer sums of one row (lanes = tokens) times its scale (splat) and the tokens' block scales, added to acc. */
   @inline static scaled(acc: v128, sums: v128, scale: v128, xd: v128): v128 {
     return f32x4.add(acc, f32x4.mul(f32x4.convert_i32x4_s(sums), f32x4.mul(scale, xd)));
   }
 }
 
 /**
- * A splat tile · eight tokens: two four-token groups of interleaved activations
- * (quantize.ts's interleaveTokens), xq4 and xq4 + groupBytes, with their block
- * scales xd4 and xd4 + scaleBytes. Writes f32x4 per token at results, lane k = row
- * k's dot product, without the minimums (minimumsTerm4). Per row and token the
- * arithmetic is the one-row dot product's: a block's exact integer sum, times
- * (row scale * token scale), added in block order; so is dotSplatTile's, and a
- * token's bits do not depend on which of the two, or which lanes, it went through.
- * The running float sums live in `sums` (8 x f32x4 of scratch): with the eight
- * integer sums and three operands they would not fit V8's fifteen vector registers.
+ * A packed tile · `count` (1..4) consecutive tokens' activations from xq (int16,
+ * rows of blocks * 32) with block scales xd: writes f32x4 per token at results,
+ * lane k = row k's dot product, without the minimums (minimumsTerm4). Four tokens
+ * go through together, each packed block loaded once for all four (V8 keeps the
+ * block's weights and reloads them from its stack rather than from the tile:
+ * still cheaper than four passes); any other count one token at a time.
  */
-export function dotSplatTile8(tile: usize, xq4: usize, xd4: usize, blocks: i32, groupBytes: usize, scaleBytes: usize, results: usize, sums: usize): void {
+export function dotPackedTile(packed: usize, xq: usize, xd: usize, blocks: i32, count: i32, results: usize): void {
+  const xRow = <usize>blocks * 64;
+  const sRow = <usize>blocks * 4; // bytes of a token's xd
+  if (count == 4) {
+    let acc0 = f32x4.splat(0);
+    let acc1 = acc0;
+    let acc2 = acc0;
+    let acc3 = acc0;
+    for (let i = 0; i < blocks; i++) {
+      acc0 = PackedBlock.accumulate(acc0, packed, xq, load<f32>(xd));
+      acc1 = PackedBlock.accumulate(acc1, packed, xq + xRow, load<f32>(xd + sRow));
+      acc2 = PackedBlock.accumulate(acc2, packed, xq + 2 * xRow, load<f32>(xd + 2 * sRow));
+      acc3 = PackedBlock.accumulate(acc3, packed, xq + 3 * xRow, load<f32>(xd + 3 * sRow));
+      packed += PACKED_BLOCK_BYTES;
+      xq += 64;
+      xd += 4;
+    }
+    v128.store(results, acc0, 0);
+    v128.store(results, acc1, 16);
+    v128.store(results, acc2, 32);
+    v128.store(results, acc3, 48);
+    return;
+  }
+  for (let r = 0; r < count; r++) {
+    let p = packed;
+    let x = xq + <usize>r * xRow;
+    let d = xd + <usize>r * sRow;
+    let acc = f32x4.splat(0);
+    for (let i = 0; i < blocks; i++) {
+      acc = PackedBlock.accumulate(acc, p, x, load<f32>(d));
+      p += PACKED_BLOCK_BYTES;
+      x += 64;
+      d += 4;
+    }
+    v128.store(results + (<usize>r << 4), acc);
+  }
+}
+
+/**
+ * A packed tile · eight tokens: two four-token groups of interleaved activations
+ * (quantize.ts's interleaveTokens), xq4 and xq4 + groupBytes, with their block
+ * scales xd4 and xd4 + scaleBytes; tokens past the batch are zero padding.
+ * Writes f32x4 per token at results, lane k = row k's dot product, without the
+ * minimums (minimumsTerm4). The running float sums live in `sums` (8 x f32x4 of
+ * scratch): with the eight integer sums and the operands they would not fit the
+ * fifteen vector registers V8 allocates.
+ */
+export function dotPackedTile8(packed: usize, xq4: usize, xd4: usize, blocks: i32, groupBytes: usize, scaleBytes: usize, results: usize, sums: usize): void {
   const zero = f32x4.splat(0);
   for (let k: usize = 0; k < 8; k++) v128.store(sums + (k << 4), zero);
   let xa = xq4;
@@ -133,80 +216,48 @@ export function dotSplatTile8(tile: usize, xq4: usize, xd4: usize, blocks: i32, 
     let s5 = s0;
     let s6 = s0;
     let s7 = s0;
-    // A loop, not sixteen pairs written out: V8 then schedules each pair's loads next to
-    // their products (written out, it hoisted the loads and spilled: 0.62 x).
-    let t = tile + 64;
-    for (let p = 0; p < 16; p++) {
+    // A loop over the sixteen pairs, not the pairs written out: V8 then keeps each
+    // pair's loads next to their products (written out, it hoisted the loads and spilled).
+    let p = packed + 16;
+    for (let pair = 0; pair < 16; pair++) {
       const va = v128.load(xa);
       const vb = v128.load(xb);
-      let w = v128.load(t, 0);
+      let w = v128.load32_splat(p, 0);
       s0 = i32x4.add(s0, i32x4.dot_i16x8_s(w, va));
       s4 = i32x4.add(s4, i32x4.dot_i16x8_s(w, vb));
-      w = v128.load(t, 16);
+      w = v128.load32_splat(p, 64);
       s1 = i32x4.add(s1, i32x4.dot_i16x8_s(w, va));
       s5 = i32x4.add(s5, i32x4.dot_i16x8_s(w, vb));
-      w = v128.load(t, 32);
+      w = v128.load32_splat(p, 128);
       s2 = i32x4.add(s2, i32x4.dot_i16x8_s(w, va));
       s6 = i32x4.add(s6, i32x4.dot_i16x8_s(w, vb));
-      w = v128.load(t, 48);
+      w = v128.load32_splat(p, 192);
       s3 = i32x4.add(s3, i32x4.dot_i16x8_s(w, va));
       s7 = i32x4.add(s7, i32x4.dot_i16x8_s(w, vb));
-      t += 64;
+      p += 4;
       xa += 16;
       xb += 16;
     }
     const dA = v128.load(da);
     const dB = v128.load(db);
-    let scale = v128.load(tile, 0);
-    v128.store(sums, Block.scaled(v128.load(sums, 0), s0, scale, dA), 0);
-    v128.store(sums, Block.scaled(v128.load(sums, 64), s4, scale, dB), 64);
-    scale = v128.load(tile, 16);
-    v128.store(sums, Block.scaled(v128.load(sums, 16), s1, scale, dA), 16);
-    v128.store(sums, Block.scaled(v128.load(sums, 80), s5, scale, dB), 80);
-    scale = v128.load(tile, 32);
-    v128.store(sums, Block.scaled(v128.load(sums, 32), s2, scale, dA), 32);
-    v128.store(sums, Block.scaled(v128.load(sums, 96), s6, scale, dB), 96);
-    scale = v128.load(tile, 48);
-    v128.store(sums, Block.scaled(v128.load(sums, 48), s3, scale, dA), 48);
-    v128.store(sums, Block.scaled(v128.load(sums, 112), s7, scale, dB), 112);
-    tile += SPLAT_BLOCK_BYTES;
+    let scale = v128.load32_splat(packed, 0);
+    v128.store(sums, PackedBlock.scaled(v128.load(sums, 0), s0, scale, dA), 0);
+    v128.store(sums, PackedBlock.scaled(v128.load(sums, 64), s4, scale, dB), 64);
+    scale = v128.load32_splat(packed, 4);
+    v128.store(sums, PackedBlock.scaled(v128.load(sums, 16), s1, scale, dA), 16);
+    v128.store(sums, PackedBlock.scaled(v128.load(sums, 80), s5, scale, dB), 80);
+    scale = v128.load32_splat(packed, 8);
+    v128.store(sums, PackedBlock.scaled(v128.load(sums, 32), s2, scale, dA), 32);
+    v128.store(sums, PackedBlock.scaled(v128.load(sums, 96), s6, scale, dB), 96);
+    scale = v128.load32_splat(packed, 12);
+    v128.store(sums, PackedBlock.scaled(v128.load(sums, 48), s3, scale, dA), 48);
+    v128.store(sums, PackedBlock.scaled(v128.load(sums, 112), s7, scale, dB), 112);
+    packed += PACKED_BLOCK_BYTES;
     da += 16;
     db += 16;
   }
   transposeRows4(v128.load(sums, 0), v128.load(sums, 16), v128.load(sums, 32), v128.load(sums, 48), results);
   transposeRows4(v128.load(sums, 64), v128.load(sums, 80), v128.load(sums, 96), v128.load(sums, 112), results + 64);
-}
-
-/** dotSplatTile8 for one group of four tokens (a batch's last one to four): the same arithmetic per token. */
-export function dotSplatTile(tile: usize, xq4: usize, xd4: usize, blocks: i32, results: usize): void {
-  let acc0 = f32x4.splat(0);
-  let acc1 = acc0;
-  let acc2 = acc0;
-  let acc3 = acc0;
-  for (let i = 0; i < blocks; i++) {
-    let s0 = i32x4.splat(0);
-    let s1 = s0;
-    let s2 = s0;
-    let s3 = s0;
-    let t = tile + 64;
-    for (let p = 0; p < 16; p++) {
-      const va = v128.load(xq4);
-      s0 = i32x4.add(s0, i32x4.dot_i16x8_s(v128.load(t, 0), va));
-      s1 = i32x4.add(s1, i32x4.dot_i16x8_s(v128.load(t, 16), va));
-      s2 = i32x4.add(s2, i32x4.dot_i16x8_s(v128.load(t, 32), va));
-      s3 = i32x4.add(s3, i32x4.dot_i16x8_s(v128.load(t, 48), va));
-      t += 64;
-      xq4 += 16;
-    }
-    const d = v128.load(xd4);
-    acc0 = Block.scaled(acc0, s0, v128.load(tile, 0), d);
-    acc1 = Block.scaled(acc1, s1, v128.load(tile, 16), d);
-    acc2 = Block.scaled(acc2, s2, v128.load(tile, 32), d);
-    acc3 = Block.scaled(acc3, s3, v128.load(tile, 48), d);
-    tile += SPLAT_BLOCK_BYTES;
-    xd4 += 16;
-  }
-  transposeRows4(acc0, acc1, acc2, acc3, results);
 }
 
 /** Four vectors of four 32-bit lanes stored transposed: vector j at `to` holds lane j of r0..r3. */

@@ -77,8 +77,17 @@ function interleaveTokens(xq: usize, xd: usize, count: i32, cols: i32, xq4: usiz
   }
 }
 
+/**
+ * The loop's vector constants as data, loaded once before it: V8 rebuilds a vector
+ * constant written inline at each use (three instructions each, inside the loop).
+ * 0: a float's magnitude bits; 1: 1.5 * 2^23 (roundToInt's), as float bits.
+ */
+const QUANTIZE_CONSTANTS = memory.data<u32>([0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff, 0x4b400000, 0x4b400000, 0x4b400000, 0x4b400000]);
+
 function quantizeRows(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs: usize, xb: usize): void {
   const blocks = (count * cols) / Q8_BLOCK;
+  const magnitude = v128.load(QUANTIZE_CONSTANTS);
+  const magic = v128.load(QUANTIZE_CONSTANTS, 16);
   for (let b = 0; b < blocks; b++) {
     const v0 = v128.load(x, 0);
     const v1 = v128.load(x, 16);
@@ -88,23 +97,26 @@ function quantizeRows(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs:
     const v5 = v128.load(x, 80);
     const v6 = v128.load(x, 96);
     const v7 = v128.load(x, 112);
-    let amax = f32x4.max(
-      f32x4.max(f32x4.max(f32x4.abs(v0), f32x4.abs(v1)), f32x4.max(f32x4.abs(v2), f32x4.abs(v3))),
-      f32x4.max(f32x4.max(f32x4.abs(v4), f32x4.abs(v5)), f32x4.max(f32x4.abs(v6), f32x4.abs(v7))),
+    // The largest magnitude as the largest of the magnitudes' bits, as int32: for floats of one
+    // sign the same order (an infinity above every finite value, a NaN above both, as
+    // f32x4.max would give it), in one instruction where V8 gives f32x4.max eight.
+    let amax = i32x4.max_s(
+      i32x4.max_s(i32x4.max_s(v128.and(v0, magnitude), v128.and(v1, magnitude)), i32x4.max_s(v128.and(v2, magnitude), v128.and(v3, magnitude))),
+      i32x4.max_s(i32x4.max_s(v128.and(v4, magnitude), v128.and(v5, magnitude)), i32x4.max_s(v128.and(v6, magnitude), v128.and(v7, magnitude))),
     );
-    amax = f32x4.max(amax, i32x4.shuffle(amax, amax, 2, 3, 0, 1));
-    amax = f32x4.max(amax, i32x4.shuffle(amax, amax, 1, 0, 3, 2));
+    amax = i32x4.max_s(amax, i32x4.shuffle(amax, amax, 2, 3, 0, 1));
+    amax = i32x4.max_s(amax, i32x4.shuffle(amax, amax, 1, 0, 3, 2));
     const maxAbs = f32x4.extract_lane(amax, 0);
     const inverse = f32x4.splat(maxAbs > 0 ? 127 / maxAbs : 0);
     store<f32>(xd, maxAbs / 127);
-    const q0 = roundToInt(v0, inverse);
-    const q1 = roundToInt(v1, inverse);
-    const q2 = roundToInt(v2, inverse);
-    const q3 = roundToInt(v3, inverse);
-    const q4 = roundToInt(v4, inverse);
-    const q5 = roundToInt(v5, inverse);
-    const q6 = roundToInt(v6, inverse);
-    const q7 = roundToInt(v7, inverse);
+    const q0 = roundToInt(v0, inverse, magic);
+    const q1 = roundToInt(v1, inverse, magic);
+    const q2 = roundToInt(v2, inverse, magic);
+    const q3 = roundToInt(v3, inverse, magic);
+    const q4 = roundToInt(v4, inverse, magic);
+    const q5 = roundToInt(v5, inverse, magic);
+    const q6 = roundToInt(v6, inverse, magic);
+    const q7 = roundToInt(v7, inverse, magic);
     v128.store(xq, i16x8.narrow_i32x4_s(q0, q1), 0);
     v128.store(xq, i16x8.narrow_i32x4_s(q2, q3), 16);
     v128.store(xq, i16x8.narrow_i32x4_s(q4, q5), 32);
@@ -131,10 +143,10 @@ function quantizeRows(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs:
 
 /**
  * Rounds to nearest (ties to even); |v * inverse| <= 127, so the int16 narrowing never saturates.
- * Adding 1.5 * 2^23 to a float of magnitude below 2^22 rounds it to an integer held in the low
- * mantissa bits, so subtracting the constant's bits gives the int32: two instructions where
+ * Adding 1.5 * 2^23 (magic) to a float of magnitude below 2^22 rounds it to an integer held in the
+ * low mantissa bits, so subtracting the constant's bits gives the int32: two instructions where
  * f32x4.nearest and i32x4.trunc_sat_f32x4_s take several (1.35x for the whole quantization).
  */
-function roundToInt(v: v128, inverse: v128): v128 {
-  return i32x4.sub(f32x4.add(f32x4.mul(v, inverse), f32x4.splat(12582912.0)), i32x4.splat(0x4b400000));
+function roundToInt(v: v128, inverse: v128, magic: v128): v128 {
+  return i32x4.sub(f32x4.add(f32x4.mul(v, inverse), magic), magic);
 }

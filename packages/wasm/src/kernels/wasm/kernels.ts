@@ -31,13 +31,13 @@ export interface WasmKernelOptions {
   /**
    * Bytes read (weights times batch, or keys and values) below which a call is
    * not worth waking another thread for: a call uses at most one thread per this
-   * many bytes. Default 128 KiB (a few microseconds of one core's work, about
-   * what waking a sleeping thread costs); 0 always uses every thread.
+   * many bytes. Default 64 KiB (a few microseconds of one core's work; between
+   * a decode step's calls the workers are polling, not asleep); 0 always uses every thread.
    */
   minBytesPerThread?: number;
   /**
-   * Use the relaxed-SIMD build of the kernels (Q4_0 products sixteen multiplies
-   * per instruction instead of eight). Default: where the runtime supports it
+   * Use the relaxed-SIMD build of the kernels (the products of the rows of a Q4_0
+   * matrix past its groups of four, sixteen multiplies per instruction instead of eight). Default: where the runtime supports it
    * (`relaxedSimdSupported()`); true where it does not is an error, false
    * forces the baseline build. Results are the same bits either way.
    */
@@ -93,7 +93,10 @@ function loadModule(build: keyof typeof BUILDS): Promise<WasmModule> {
 
 export async function createWasmKernels(options: WasmKernelOptions = {}): Promise<Kernels> {
   const threads = options.threads ?? physicalCoreCount();
-  const minBytesPerThread = options.minBytesPerThread ?? 128 * 1024;
+  // 64 KiB: SmolLM2-135M's Q4_0 attention output matrix (187 KB) then splits across two threads,
+  // decode 1.03-1.04 x (alternating processes, 2026-11-24; 128 KiB ran it on one, 32 or 16 KiB
+  // changed nothing more, nor the Q8_0 and larger models).
+  const minBytesPerThread = options.minBytesPerThread ?? 64 * 1024;
   if (!Number.isInteger(threads) || threads < 1) {
     throw new InferenceError("INVALID_OPTION", `threads must be a positive integer, got ${threads}`);
   }

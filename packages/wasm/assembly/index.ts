@@ -13,7 +13,7 @@ export { activationQuantBytes, activationScaleBytes, quantizeActivations } from 
 export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
 export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
-import { decodeGroupRowQ4_0, decodeGroupRowQ5_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
+import { decodeGroupRowFiveBits, decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ5_1Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
 import { dotPackedRowsF32x2, dotPackedTile, dotPackedTile8, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
@@ -25,17 +25,18 @@ const Q4_K = 12;
 const Q5_K = 13;
 const Q6_K = 14;
 const BF16 = 30;
-/** Not ggml types: Q4_0 / Q8_0 / Q5_0 rows interleaved in groups of four at load (interleave.ts). */
+/** Not ggml types: Q4_0 / Q8_0 / Q5_0 / Q5_1 rows interleaved in groups of four at load (interleave.ts). */
 const Q4_0_X4 = 1000;
 const Q8_0_X4 = 1001;
 const Q5_0_X4 = 1002;
+const Q5_1_X4 = 1003;
 
 /** Whether `type` is one of the interleaved layouts. */
 function isGrouped(type: i32): bool {
-  return type == Q4_0_X4 || type == Q8_0_X4 || type == Q5_0_X4;
+  return type == Q4_0_X4 || type == Q8_0_X4 || type == Q5_0_X4 || type == Q5_1_X4;
 }
 
-/** Payload bytes per row and block of the interleaved layout of `type` (plain or _X4; interleave.ts). */
+/** Payload bytes per row and block of the interleaved layout of `type` (plain or _X4; interleave.ts): 20 for Q5_0 and Q5_1. */
 function groupPayload(type: i32): usize {
   return type == Q4_0 || type == Q4_0_X4 ? 16 : type == Q8_0 || type == Q8_0_X4 ? 32 : 20;
 }
@@ -65,6 +66,7 @@ export function rowBytes(type: i32, cols: i32): i32 {
     case Q5_0_X4:
       return (cols / 32) * 22;
     case Q5_1:
+    case Q5_1_X4:
       return (cols / 32) * 24;
     case Q4_K:
       return (cols / 256) * 144;
@@ -78,11 +80,11 @@ export function rowBytes(type: i32, cols: i32): i32 {
 }
 
 /**
- * Rewrites a Q4_0, Q8_0 or Q5_0 matrix at w into Q4_0_X4 / Q8_0_X4 / Q5_0_X4 in place
- * (interleave.ts); scratch: 4 * rowBytes(type, cols) bytes. Other types: nothing.
+ * Rewrites a Q4_0, Q8_0, Q5_0 or Q5_1 matrix at w into Q4_0_X4 / Q8_0_X4 / Q5_0_X4 / Q5_1_X4 in
+ * place (interleave.ts); scratch: 4 * rowBytes(type, cols) bytes. Other types: nothing.
  */
 export function interleave(type: i32, w: usize, rows: i32, cols: i32, scratch: usize): void {
-  if (type == Q4_0 || type == Q8_0 || type == Q5_0) interleaveRows(w, rows, cols, groupPayload(type), scratch);
+  if (type == Q4_0 || type == Q8_0 || type == Q5_0 || type == Q5_1) interleaveRows(w, rows, cols, groupPayload(type), scratch, type == Q5_1);
 }
 
 /** Scratch bytes one thread needs to decode a row of `cols` (see matmul's `scratch`). */
@@ -106,10 +108,10 @@ export function decodeSinkBytes(): i32 {
  * (see quantize.ts; with batch > 1, xq and xd continue with the copies interleaved
  * by four tokens that the prefill tile reads). With batch > 1, rows are decoded four
  * at a time (decode.ts, tile.ts) into this thread's `scratch` of decodeScratchBytes(cols) bytes; with batch 1
- * the Q4_0_X4, Q8_0_X4, Q5_0_X4, Q4_K, Q5_K and Q6_K loops write to its first DECODE_SINK_BYTES
- * (interleave.ts, kquants.ts). Q4_0_X4 and
- * Q8_0_X4 are Q4_0 / Q8_0 interleaved by four rows at load (interleave.ts); a
- * thread's rows may start or end inside one of their groups.
+ * the Q4_0_X4, Q8_0_X4, Q5_0_X4, Q5_1_X4, Q4_K, Q5_K and Q6_K loops write to its first
+ * DECODE_SINK_BYTES (interleave.ts, kquants.ts). The _X4 types are Q4_0 / Q8_0 / Q5_0 / Q5_1
+ * interleaved by four rows at load (interleave.ts); a thread's rows may start or end inside
+ * one of their groups.
  */
 export function matmul(
   type: i32,
@@ -218,8 +220,9 @@ function matmulDecoded(
   // threads' shares split the rows, so results do not depend on the split.
   for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
     const count = min(TILE_ROWS, rowEnd - r);
-    // Four rows that are one interleaved group decode straight into the packed tile.
-    const wholeGroup = isGrouped(type) && (r & 3) == 0 && r + TILE_ROWS <= (rows & ~3);
+    // Four rows that are one interleaved group decode straight into the packed tile (Q5_1_X4's,
+    // whose minimums go to the mins, row by row below).
+    const wholeGroup = isGrouped(type) && type != Q5_1_X4 && (r & 3) == 0 && r + TILE_ROWS <= (rows & ~3);
     if (wholeGroup) decodeGroupToTile(w + <usize>r * stride, blocks, groupPayload(type), packed);
     for (let k = 0; k < TILE_ROWS && !wholeGroup; k++) {
       const row = r + min(k, count - 1);
@@ -235,14 +238,14 @@ function matmulDecoded(
         const scaleAt = grouped ? group + 2 * <usize>(row & 3) : plainRow;
         const quantsAt = grouped ? group + 8 + 32 * <usize>(row & 3) : plainRow + 2;
         decodeQ8_0(scaleAt, quantsAt, grouped ? groupBlockBytes(32) : 34, blocks, decoded, rowScales, rowMins);
-      } else if (grouped && type == Q5_0_X4) {
-        decodeGroupRowQ5_0(group, row & 3, blocks, decoded, rowScales, rowMins);
+      } else if (grouped && (type == Q5_0_X4 || type == Q5_1_X4)) {
+        decodeGroupRowFiveBits(group, row & 3, blocks, decoded, rowScales, rowMins, type == Q5_1_X4);
       } else if (grouped) {
         decodeGroupRowQ4_0(group, row & 3, blocks, decoded, rowScales, rowMins); // signed-nibble lanes
       } else if (type == Q4_0 || type == Q4_0_X4) {
         decodeQ4_0(plainRow, blocks, decoded, rowScales, rowMins);
       } else {
-        decodeRow(type == Q5_0_X4 ? Q5_0 : type, plainRow, cols, decoded, rowScales, rowMins); // Q5_0_X4: a tail row
+        decodeRow(plainLegacy(type), plainRow, cols, decoded, rowScales, rowMins); // Q5_0_X4 / Q5_1_X4: a tail row
       }
     }
     const tileOut = out + (<usize>r << 2);
@@ -283,7 +286,7 @@ function matmulDecoded(
 }
 
 /**
- * Q4_0_X4, Q8_0_X4 or Q5_0_X4 rows [rowStart, rowEnd) times one activation row (interleave.ts):
+ * Q4_0_X4, Q8_0_X4, Q5_0_X4 or Q5_1_X4 rows [rowStart, rowEnd) times one activation row (interleave.ts):
  * whole groups four rows at a time, a group cut by the range computed whole
  * with only its rows in range stored (each lane's arithmetic is its row's
  * alone, so the same bits wherever threads split), the plain tail rows one by one.
@@ -299,7 +302,8 @@ function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i
     let values: v128;
     if (type == Q4_0_X4) values = dotQ4_0Group(g, xq, xd, blocks, sink);
     else if (type == Q8_0_X4) values = dotQ8_0Group(g, xq, xd, blocks, sink);
-    else values = dotQ5_0Group(g, xq, xd, xb, blocks, sink);
+    else if (type == Q5_0_X4) values = dotQ5_0Group(g, xq, xd, xb, blocks, sink);
+    else values = dotQ5_1Group(g, xq, xd, xb, blocks, sink);
     const end = min(group + 4, rowEnd);
     for (; r < end; r++) storeLane(out + (<usize>r << 2), values, r - group);
   }
@@ -308,7 +312,7 @@ function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i
     let value: f32;
     if (type == Q4_0_X4) value = dotQ4_0(row, xq, xd, xb, blocks);
     else if (type == Q8_0_X4) value = dotQ8_0(row, xq, xd, blocks);
-    else value = dotLegacy(Q5_0, row, xq, xd, xb, blocks);
+    else value = dotLegacy(plainLegacy(type), row, xq, xd, xb, blocks);
     store<f32>(out + (<usize>r << 2), value);
   }
 }
@@ -346,7 +350,12 @@ function storeLanes(at: usize, value: v128, count: i32): void {
  * activations' float sums, Q4_1's and Q5_1's their quantized sums (legacy.ts).
  */
 function hasMinimums(type: i32): bool {
-  return type == Q4_K || type == Q5_K || type == Q4_1 || type == Q5_1;
+  return type == Q4_K || type == Q5_K || type == Q4_1 || type == Q5_1 || type == Q5_1_X4;
+}
+
+/** The plain type of a Q5_0_X4 / Q5_1_X4 matrix's tail rows (legacy.ts); any other type itself. */
+function plainLegacy(type: i32): i32 {
+  return type == Q5_0_X4 ? Q5_0 : type == Q5_1_X4 ? Q5_1 : type;
 }
 
 /**

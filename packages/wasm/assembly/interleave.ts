@@ -15,6 +15,8 @@
 //               u8 q[4][P]     row k's payload at 8 + kP               4P bytes
 //   tail:     the last R % 4 rows in the plain type, after the groups
 // A row's block b in a group: scale at group + (8 + 4P)b + 2k, payload at group + (8 + 4P)b + 8 + kP.
+// Q5_1_X4 (the bytes of Q5_1, P = 20 as Q5_0's) adds the four rows' f16 minimums after the scales:
+// per block d[4] (8 bytes), m[4] (8 bytes), then the payloads at 16 + kP; 16 + 4P bytes a block.
 // Q8_0's payload is its 32 quants as stored. Q5_0's is its 32 fifth bits, reordered
 // (fifthBitLanes: element j < 16 in byte j % 4 at bit j / 4, element 16 + j at bit 4 + j / 4,
 // so that the word splat across a vector, whose byte j is its byte j % 4, and one mask per half
@@ -43,39 +45,47 @@ import { widenQuants } from "./decode";
 import { FINITE_MASK, finiteHalvesWith, HALF_SCALE_OVER_4096, halfConstant, halfToFloat, halvesToFloats, halvesToFloatsWith, upperHalves } from "./half";
 import { PACKED_BLOCK_BYTES, sumLanes4 } from "./tile";
 
-/** Bytes of one block of a group: four scales, four payloads. */
-export function groupBlockBytes(payload: usize): usize {
-  return 8 + 4 * payload;
+/** Bytes of one block of a group: four scales (and with `minimums`, Q5_1's, four minimums), four payloads. */
+export function groupBlockBytes(payload: usize, minimums: bool = false): usize {
+  return groupHeaderBytes(minimums) + 4 * payload;
+}
+
+/** Bytes of a group block before its payloads: the four f16 scales, then Q5_1's four f16 minimums. */
+function groupHeaderBytes(minimums: bool): usize {
+  return minimums ? 16 : 8;
 }
 
 /**
- * Rewrites a Q4_0 (payload 16), Q8_0 (payload 32) or Q5_0 (payload 20) matrix [rows, cols] at w
- * into its interleaved layout, in place. scratch: 4 * (2 + payload) * (cols / 32)
- * bytes, a copy of the group being rewritten.
+ * Rewrites a Q4_0 (payload 16), Q8_0 (payload 32), Q5_0 (payload 20) or, with `minimums`, Q5_1
+ * (payload 20) matrix [rows, cols] at w into its interleaved layout, in place. scratch:
+ * 4 * rowBytes bytes, a copy of the group being rewritten.
  */
-export function interleaveRows(w: usize, rows: i32, cols: i32, payload: usize, scratch: usize): void {
+export function interleaveRows(w: usize, rows: i32, cols: i32, payload: usize, scratch: usize, minimums: bool = false): void {
   const blocks = cols / 32;
-  const blockBytes = 2 + payload;
+  const header = groupHeaderBytes(minimums);
+  const blockBytes = (minimums ? 4 : 2) + payload; // the plain block: d (and m), then the payload's bytes
   const rowBytes = <usize>blocks * blockBytes;
-  const groupBlock = groupBlockBytes(payload);
+  const groupBlock = groupBlockBytes(payload, minimums);
   for (let r = 0; r + 4 <= rows; r += 4) {
     const group = w + <usize>r * rowBytes;
     memory.copy(scratch, group, 4 * rowBytes);
     for (let b = 0; b < blocks; b++) {
       const out = group + <usize>b * groupBlock;
       for (let k = 0; k < 4; k++) {
-        const block = scratch + <usize>k * rowBytes + <usize>b * blockBytes;
+        let block = scratch + <usize>k * rowBytes + <usize>b * blockBytes;
         store<u16>(out + 2 * k, load<u16>(block));
+        if (minimums) store<u16>(out + 8 + 2 * k, load<u16>(block, 2));
+        block += minimums ? 4 : 2;
         // 16, 20 or 32 bytes: vector moves (a memory.copy per block costs several times more at load).
-        const to = out + 8 + <usize>k * payload;
+        const to = out + header + <usize>k * payload;
         if (payload == 32) {
-          v128.store(to, v128.load(block, 2));
-          v128.store(to, v128.load(block, 18), 16);
+          v128.store(to, v128.load(block));
+          v128.store(to, v128.load(block, 16), 16);
         } else if (payload == 20) {
-          store<u32>(to, fifthBitLanes(load<u32>(block, 2)));
-          v128.store(to, v128.load(block, 6), 4);
+          store<u32>(to, fifthBitLanes(load<u32>(block)));
+          v128.store(to, v128.load(block, 4), 4);
         } else {
-          v128.store(to, signedNibbleLanes(v128.load(block, 2)));
+          v128.store(to, signedNibbleLanes(v128.load(block)));
         }
       }
     }
@@ -157,13 +167,13 @@ function fiveBitDot(p: usize, x0: v128, x1: v128, x2: v128, x3: v128, k0: v128, 
   return i32x4.add(first, i32x4.add(i32x4.dot_i16x8_s(i16x8.extend_low_i8x16_u(high), x2), i32x4.dot_i16x8_s(i16x8.extend_high_i8x16_u(high), x3)));
 }
 
-/** A Q5_0_X4 row's block at p as 32 int16 q - 16 in element order at q16. */
-function fiveBitsToInt16(p: usize, q16: usize): void {
+/** A Q5_0_X4 row's block at p as 32 int16 q - offset in element order at q16 (Q5_0: 16; Q5_1_X4's: 0). */
+function fiveBitsToInt16(p: usize, q16: usize, offset: i16 = 16): void {
   const k0 = v128.load(Q5_CONSTANTS);
   const k1 = v128.load(Q5_CONSTANTS, 16);
   const k2 = v128.load(Q5_CONSTANTS, 32);
   const k3 = v128.load(Q5_CONSTANTS, 48);
-  const sixteen = i16x8.splat(16);
+  const sixteen = i16x8.splat(offset);
   const low = fiveBitValues(p, false, k0, k1, k2, k3);
   const high = fiveBitValues(p, true, k0, k1, k2, k3);
   v128.store(q16, i16x8.sub(i16x8.extend_low_i8x16_u(low), sixteen), 0);
@@ -216,6 +226,7 @@ function quantDot(p: usize, x0: v128, x1: v128, x2: v128, x3: v128): v128 {
 const GROUP_Q4_0 = 0;
 const GROUP_Q8_0 = 1;
 const GROUP_Q5_0 = 2;
+const GROUP_Q5_1 = 3;
 
 /** Payload bytes of a row's block in a group of `kind`. */
 function payloadBytes(kind: i32): usize {
@@ -250,15 +261,15 @@ class GroupLoop {
    * m: TOP_NIBBLE (Q4_0), k0..k3: Q5_CONSTANTS (Q5_0).
    */
   @inline static rowDot(g: usize, k: usize, kind: i32, x0: v128, x1: v128, x2: v128, x3: v128, m: v128, k0: v128, k1: v128, k2: v128, k3: v128): v128 {
-    const p = g + 8 + payloadBytes(kind) * k;
+    const p = g + groupHeaderBytes(kind == GROUP_Q5_1) + payloadBytes(kind) * k;
     if (kind == GROUP_Q4_0) return nibbleDot(p, x0, x1, x2, x3, m);
     if (kind == GROUP_Q8_0) return quantDot(p, x0, x1, x2, x3);
     return fiveBitDot(p, x0, x1, x2, x3, k0, k1, k2, k3);
   }
 
   /**
-   * dotQ4_0Group's, dotQ8_0Group's or dotQ5_0Group's loop (kind); not exact: the largest
-   * doubled magnitude of its scales left at sink + 64.
+   * dotQ4_0Group's, dotQ8_0Group's, dotQ5_0Group's or dotQ5_1Group's loop (kind); not exact:
+   * the largest doubled magnitude of its scales (and minimums) left at sink + 64.
    */
   @inline static run(g: usize, xq: usize, xd: usize, xb: usize, blocks: i32, sink: usize, kind: i32, exact: bool): v128 {
     let acc = f32x4.splat(0);
@@ -266,10 +277,11 @@ class GroupLoop {
     // Each kind loads only its own constants (the others stand in, unread).
     const zero = i32x4.splat(0);
     const mask = kind == GROUP_Q4_0 ? v128.load(TOP_NIBBLE) : zero;
-    const k0 = kind == GROUP_Q5_0 ? v128.load(Q5_CONSTANTS) : zero;
-    const k1 = kind == GROUP_Q5_0 ? v128.load(Q5_CONSTANTS, 16) : zero;
-    const k2 = kind == GROUP_Q5_0 ? v128.load(Q5_CONSTANTS, 32) : zero;
-    const k3 = kind == GROUP_Q5_0 ? v128.load(Q5_CONSTANTS, 48) : zero;
+    const fiveBits = kind == GROUP_Q5_0 || kind == GROUP_Q5_1;
+    const k0 = fiveBits ? v128.load(Q5_CONSTANTS) : zero;
+    const k1 = fiveBits ? v128.load(Q5_CONSTANTS, 16) : zero;
+    const k2 = fiveBits ? v128.load(Q5_CONSTANTS, 32) : zero;
+    const k3 = fiveBits ? v128.load(Q5_CONSTANTS, 48) : zero;
     // Q4_0's sums are 4096 t (below): its scales come out of the conversion times 1 / 4096.
     const c0 = halfConstant(kind == GROUP_Q4_0 ? HALF_SCALE_OVER_4096 : 0);
     const c1 = halfConstant(exact ? 1 : FINITE_MASK);
@@ -299,7 +311,12 @@ class GroupLoop {
       if (kind == GROUP_Q5_0) sums = f32x4.sub(sums, f32x4.splat(16 * load<f32>(xb)));
       if (!exact) largest = i16x8.max_u(largest, GroupLoop.magnitudes(g));
       acc = f32x4.add(acc, f32x4.mul(sums, GroupLoop.scales(g, load<f32>(xd), exact, c0, c1, c2)));
-      g += groupBlockBytes(payloadBytes(kind));
+      if (kind == GROUP_Q5_1) {
+        // + m * (xd * xb): the minimums meet the activations' scale times quant sum (legacy.ts).
+        if (!exact) largest = i16x8.max_u(largest, GroupLoop.magnitudes(g + 8));
+        acc = f32x4.add(acc, GroupLoop.scales(g + 8, load<f32>(xd) * load<f32>(xb), exact, c0, c1, c2));
+      }
+      g += groupBlockBytes(payloadBytes(kind), kind == GROUP_Q5_1);
       xq += 64;
       xd += 4;
       xb += 4;
@@ -390,15 +407,26 @@ export function dotQ5_0Group(g: usize, xq: usize, xd: usize, xb: usize, blocks: 
 }
 
 /**
- * Row `lane` of the Q5_0_X4 group at g decoded as legacy.ts's decodeLegacy decodes a plain
- * Q5_0 row: q16 [blocks * 32] int16 (q - 16), scales [blocks] f32, mins zero.
+ * As dotQ4_0Group for a Q5_1_X4 group; xb: the activation blocks' quant sums (for the minimums,
+ * m * xd * xb per row and block, as legacy.ts's plain rows).
  */
-export function decodeGroupRowQ5_0(g: usize, lane: i32, blocks: i32, q16: usize, scales: usize, mins: usize): void {
-  const groupBlock = groupBlockBytes(20);
+export function dotQ5_1Group(g: usize, xq: usize, xd: usize, xb: usize, blocks: i32, sink: usize): v128 {
+  const acc = GroupLoop.run(g, xq, xd, xb, blocks, sink, GROUP_Q5_1, false);
+  return hadSpecialScale(sink + 64) ? GroupLoop.run(g, xq, xd, xb, blocks, sink, GROUP_Q5_1, true) : acc;
+}
+
+/**
+ * Row `lane` of the Q5_0_X4 group (or with `minimums`, the Q5_1_X4 group) at g decoded as
+ * legacy.ts's decodeLegacy decodes a plain Q5_0 (Q5_1) row: q16 [blocks * 32] int16 (q - 16; Q5_1:
+ * q), scales [blocks] f32, mins [blocks] f32 (zero; Q5_1: -m).
+ */
+export function decodeGroupRowFiveBits(g: usize, lane: i32, blocks: i32, q16: usize, scales: usize, mins: usize, minimums: bool): void {
+  const groupBlock = groupBlockBytes(20, minimums);
+  const payload = groupHeaderBytes(minimums) + 20 * <usize>lane;
   for (let i = 0; i < blocks; i++) {
-    fiveBitsToInt16(g + 8 + 20 * <usize>lane, q16);
+    fiveBitsToInt16(g + payload, q16, minimums ? 0 : 16);
     store<f32>(scales, halfToFloat(load<u16>(g + 2 * <usize>lane)));
-    store<f32>(mins, 0);
+    store<f32>(mins, minimums ? -halfToFloat(load<u16>(g + 8 + 2 * <usize>lane)) : 0);
     g += groupBlock;
     q16 += 64;
     scales += 4;

@@ -8,7 +8,7 @@
 // busy spell of the machine slows both sides of a round alike), and the
 // largest difference between the two outputs. --copies N cycles through N
 // copies of the matrix, so that with N x its size beyond the L3 cache the
-// weights stream from memory as in a real decode step; --interleave runs Q4_0 / Q8_0 / Q5_0
+// weights stream from memory as in a real decode step; --interleave runs Q4_0 / Q8_0 / Q5_0 / Q5_1
 // in the layout the engine gives them at load (each build interleaving its own
 // copies). To compare relaxed-SIMD
 // builds on Node 20, run node with --experimental-wasm-relaxed-simd.
@@ -62,7 +62,7 @@ function setUp(file, weights) {
   for (let c = 0; c < copies; c++) {
     const at = allocate(weights.byteLength);
     new Uint8Array(memory.buffer, at, weights.byteLength).set(weights);
-    // --interleave: rewritten by the build's own interleave() (Q4_0, Q8_0, Q5_0).
+    // --interleave: rewritten by the build's own interleave() (Q4_0, Q8_0, Q5_0, Q5_1).
     if (interleaved) exports.interleave(type, at, rows, cols, allocate(4 * exports.rowBytes(type, cols)));
     matrices.push(at);
   }
@@ -85,7 +85,7 @@ function setUp(file, weights) {
 }
 
 const interleaved = process.argv.includes("--interleave");
-const matmulType = interleaved ? { [GgmlType.Q4_0]: GgmlType.Q4_0_X4, [GgmlType.Q8_0]: GgmlType.Q8_0_X4, [GgmlType.Q5_0]: GgmlType.Q5_0_X4 }[type] : type;
+const matmulType = interleaved ? { [GgmlType.Q4_0]: GgmlType.Q4_0_X4, [GgmlType.Q8_0]: GgmlType.Q8_0_X4, [GgmlType.Q5_0]: GgmlType.Q5_0_X4, [GgmlType.Q5_1]: GgmlType.Q5_1_X4 }[type] : type;
 const values = new Float32Array(rows * cols).map((_, i) => Math.sin(i * 12.9898) * 0.5);
 const weights = quantize(type, values);
 const builds = [setUp(fileA, weights), setUp(fileB, weights)];

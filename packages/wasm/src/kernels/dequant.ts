@@ -38,7 +38,8 @@ export function dequantizeMatrixRow(w: WeightMatrix, row: number, out: Float32Ar
     }
     case GgmlType.Q4_0_X4:
     case GgmlType.Q8_0_X4:
-    case GgmlType.Q5_0_X4: {
+    case GgmlType.Q5_0_X4:
+    case GgmlType.Q5_1_X4: {
       dequantizeRow(plainTypeOf(w.type), interleavedRowAsPlain(w, row), 0, cols, out, outOffset);
       return;
     }
@@ -48,20 +49,24 @@ export function dequantizeMatrixRow(w: WeightMatrix, row: number, out: Float32Ar
 }
 
 /**
- * Row `row` of a Q4_0_X4, Q8_0_X4 or Q5_0_X4 matrix gathered back into plain
- * Q4_0 / Q8_0 / Q5_0 blocks (f16 scale, then P = 16, 32 or 20 payload bytes).
- * Rows in groups of four: per block, the four rows' f16 scales (row k's at 2k),
- * then their payloads (row k's at 8 + kP); the last rows % 4 rows are plain
- * after the groups (assembly/interleave.ts). Q8_0's payload is its bytes as
+ * Row `row` of a Q4_0_X4, Q8_0_X4, Q5_0_X4 or Q5_1_X4 matrix gathered back into plain
+ * Q4_0 / Q8_0 / Q5_0 / Q5_1 blocks (f16 scale, Q5_1's f16 minimum, then P = 16, 32 or 20
+ * payload bytes). Rows in groups of four: per block, the four rows' f16 scales (row k's
+ * at 2k), Q5_1's four f16 minimums (row k's at 8 + 2k), then their payloads (row k's at
+ * H + kP, H = 8, or 16 with the minimums); the last rows % 4 rows are plain after the
+ * groups (assembly/interleave.ts). Q8_0's payload is its bytes as
  * stored; Q5_0's its 32 fifth bits reordered (element e < 16 at bit
  * 8 (e % 4) + e / 4, element 16 + e at 8 (e % 4) + 4 + e / 4), then its 16
  * nibble bytes as stored; a Q4_0_X4 payload is eight u16 lanes, lane j holding
  * q XOR 8 of elements j, 8 + j, 16 + j, 24 + j in bits 0-3, 4-7, 8-11, 12-15.
  */
 export function interleavedRowAsPlain(w: WeightMatrix, row: number): Uint8Array {
-  const payload = w.type === GgmlType.Q4_0_X4 ? 16 : w.type === GgmlType.Q5_0_X4 ? 20 : 32;
-  const blockBytes = 2 + payload;
-  const groupBlockBytes = 8 + 4 * payload;
+  const payload = w.type === GgmlType.Q4_0_X4 ? 16 : w.type === GgmlType.Q8_0_X4 ? 32 : 20;
+  const minimums = w.type === GgmlType.Q5_1_X4;
+  const header = minimums ? 16 : 8; // the group block's scales (and minimums)
+  const head = minimums ? 4 : 2; // the plain block's scale (and minimum)
+  const blockBytes = head + payload;
+  const groupBlockBytes = header + 4 * payload;
   const blocks = w.cols / 32;
   const rowBytes = blocks * blockBytes;
   if (row >= (w.rows & ~3)) return w.data.subarray(row * rowBytes, (row + 1) * rowBytes);
@@ -72,8 +77,12 @@ export function interleavedRowAsPlain(w: WeightMatrix, row: number): Uint8Array 
     const at = group + b * groupBlockBytes;
     plain[b * blockBytes] = w.data[at + 2 * lane]!;
     plain[b * blockBytes + 1] = w.data[at + 2 * lane + 1]!;
-    const from = at + 8 + payload * lane;
-    const to = b * blockBytes + 2;
+    if (minimums) {
+      plain[b * blockBytes + 2] = w.data[at + 8 + 2 * lane]!;
+      plain[b * blockBytes + 3] = w.data[at + 8 + 2 * lane + 1]!;
+    }
+    const from = at + header + payload * lane;
+    const to = b * blockBytes + head;
     if (payload === 32) {
       plain.set(w.data.subarray(from, from + 32), to);
       continue;

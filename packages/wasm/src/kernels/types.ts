@@ -24,7 +24,7 @@ export enum GgmlType {
   Q8_K = 15,
   BF16 = 30,
   /**
-   * Not ggml types (no file holds them): Q4_0, Q8_0 and Q5_0 with their rows
+   * Not ggml types (no file holds them): Q4_0, Q8_0, Q5_0 and Q5_1 with their rows
    * interleaved in groups of four, the layout the WebAssembly kernels give such
    * a matrix at load (Kernels.prepareMatrix; assembly/interleave.ts): the same
    * bytes, moved. dequantizeMatrixRow reads them, so every kernel does.
@@ -32,6 +32,7 @@ export enum GgmlType {
   Q4_0_X4 = 1000,
   Q8_0_X4 = 1001,
   Q5_0_X4 = 1002,
+  Q5_1_X4 = 1003,
 }
 
 /** The stored type whose bytes an interleaved layout moves (Q4_0_X4 → Q4_0), else the type itself. */
@@ -43,6 +44,8 @@ export function plainTypeOf(type: GgmlType): GgmlType {
       return GgmlType.Q8_0;
     case GgmlType.Q5_0_X4:
       return GgmlType.Q5_0;
+    case GgmlType.Q5_1_X4:
+      return GgmlType.Q5_1;
     default:
       return type;
   }
@@ -82,7 +85,7 @@ export interface Kernels {
   /**
    * A matrix as these kernels compute fastest with it, made once at load:
    * either `w` itself or the same values in a layout of the kernels' own (the
-   * WebAssembly kernels interleave Q4_0, Q8_0 and Q5_0 rows by four: GgmlType.Q4_0_X4). Bytes
+   * WebAssembly kernels interleave Q4_0, Q8_0, Q5_0 and Q5_1 rows by four: GgmlType.Q4_0_X4). Bytes
    * that live in `allocate` memory are rewritten in place, others copied there;
    * use only the returned matrix afterwards. Absent: matrices are used as stored.
    */

@@ -113,12 +113,12 @@ describe("wasm matmul: default thread split on a larger matrix", () => {
 });
 
 describe("wasm matmul: results do not depend on the thread count or the build", () => {
-  it("Q8_0, Q4_0 and Q5_0 (plain and interleaved), Q4_1, Q5_1, Q4_K, Q5_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
+  it("Q8_0, Q4_0, Q5_0 and Q5_1 (plain and interleaved), Q4_1, Q4_K, Q5_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
     const setups = BUILDS.flatMap((relaxedSimd) => [1, 2, 3, 4].map((threads) => ({ threads, relaxedSimd })));
     const kernels = await Promise.all(setups.map(({ threads, relaxedSimd }) => createWasmKernels({ threads, minBytesPerThread: 0, relaxedSimd })));
     try {
       const next = random(4242);
-      const types = [GgmlType.Q8_0, GgmlType.Q8_0_X4, GgmlType.Q4_0, GgmlType.Q4_0_X4, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_0_X4, GgmlType.Q5_1, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.F16];
+      const types = [GgmlType.Q8_0, GgmlType.Q8_0_X4, GgmlType.Q4_0, GgmlType.Q4_0_X4, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_0_X4, GgmlType.Q5_1, GgmlType.Q5_1_X4, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.F16];
       for (const type of types) {
         // 23 rows: each split puts some thread's share across a tile (or a group) of four rows,
         // and the interleaved layouts keep 3 plain rows after their 5 groups; batch 5 leaves an
@@ -199,21 +199,24 @@ describe("wasm matmul: special block scales in the interleaved decode loops", ()
     [GgmlType.Q4_0, 18],
     [GgmlType.Q8_0, 34],
     [GgmlType.Q5_0, 22],
+    [GgmlType.Q5_1, 24],
   ]);
 
-  /** Element e's integer value (q - 8, q, q - 16) in the block at `at`, from its bytes (ggml's layouts). */
+  /** Element e's integer value (q - 8, q, q - 16, q) in the block at `at`, from its bytes (ggml's layouts). */
   function blockValue(type: GgmlType, data: Uint8Array, at: number, e: number): number {
     if (type === GgmlType.Q8_0) return (data[at + 2 + e]! << 24) >> 24;
     if (type === GgmlType.Q4_0) return (e < 16 ? data[at + 2 + e]! & 15 : data[at + 2 + e - 16]! >> 4) - 8;
-    const nibble = e < 16 ? data[at + 6 + e]! & 15 : data[at + 6 + e - 16]! >> 4;
-    const fifth = (data[at + 2 + (e >> 3)]! >> (e & 7)) & 1;
-    return nibble + 16 * fifth - 16;
+    const base = type === GgmlType.Q5_1 ? at + 2 : at; // Q5_1's minimum before the fifth bits
+    const nibble = e < 16 ? data[base + 6 + e]! & 15 : data[base + 6 + e - 16]! >> 4;
+    const fifth = (data[base + 2 + (e >> 3)]! >> (e & 7)) & 1;
+    return nibble + 16 * fifth - (type === GgmlType.Q5_1 ? 0 : 16);
   }
 
   /**
-   * Row r of a Q4_0 / Q8_0 matrix times activations that int8 quantization keeps exactly, in
-   * float64: per block its scale times the exact integer sum of q * x (q - 8 for Q4_0), the way
-   * the decode loops compute it, so an infinite or NaN scale gives the same non-finite result.
+   * Row r of a Q4_0 / Q8_0 / Q5_0 / Q5_1 matrix times activations that int8 quantization keeps
+   * exactly, in float64: per block its scale times the exact integer sum of q * x (q - 8 for
+   * Q4_0, q - 16 for Q5_0), plus Q5_1's minimum times the sum of x, the way the decode loops
+   * compute it, so an infinite or NaN scale or minimum gives the same non-finite result.
    */
   function blockwiseDot(type: GgmlType, data: Uint8Array, r: number, cols: number, x: Float32Array): number {
     const blockBytes = BLOCK_BYTES.get(type)!;
@@ -221,15 +224,19 @@ describe("wasm matmul: special block scales in the interleaved decode loops", ()
     for (let b = 0; b < cols / 32; b++) {
       const at = (r * (cols / 32) + b) * blockBytes;
       let t = 0;
+      let xs = 0;
       for (let e = 0; e < 32; e++) {
         t += blockValue(type, data, at, e) * x[b * 32 + e]!;
+        xs += x[b * 32 + e]!;
       }
       sum += t * f16ToF32(data[at]! | (data[at + 1]! << 8));
+      // Q5_1's minimum times the block's activations (their sum is exact: int8 quantization keeps them).
+      if (type === GgmlType.Q5_1) sum += f16ToF32(data[at + 2]! | (data[at + 3]! << 8)) * xs;
     }
     return sum;
   }
 
-  it("Q4_0_X4, Q8_0_X4 and Q5_0_X4 groups whose scales hold infinities, NaN, subnormals or -0 give each block's scale times its exact sum", async () => {
+  it("Q4_0_X4, Q8_0_X4, Q5_0_X4 and Q5_1_X4 groups whose scales (and Q5_1's minimums) hold infinities, NaN, subnormals or -0 give each block's scale times its exact sum", async () => {
     const kernels = await createWasmKernels({ threads: 1 });
     try {
       const next = random(515);
@@ -244,6 +251,11 @@ describe("wasm matmul: special block scales in the interleaved decode loops", ()
           const at = (r * (cols / 32) + (r % 4)) * blockBytes;
           w.data[at] = specials[r % specials.length]! & 0xff;
           w.data[at + 1] = specials[r % specials.length]! >> 8;
+          if (type !== GgmlType.Q5_1) continue;
+          // And a minimum of the next block: a special minimum must reach the result the same way.
+          const next = (r * (cols / 32) + ((r + 1) % 4)) * blockBytes;
+          w.data[next + 2] = specials[r % specials.length]! & 0xff;
+          w.data[next + 3] = specials[r % specials.length]! >> 8;
         }
         const x = exactlyQuantizableActivations(cols, next);
         const out = new Float32Array(rows);
@@ -269,12 +281,13 @@ describe("wasm kernels: prepareMatrix", () => {
   before(async () => (kernels = await createWasmKernels({ threads: 2 })));
   after(() => kernels.dispose?.());
 
-  it("interleaves Q4_0, Q8_0 and Q5_0 by four rows, and the reference kernel reads the layouts to the same values", () => {
+  it("interleaves Q4_0, Q8_0, Q5_0 and Q5_1 by four rows, and the reference kernel reads the layouts to the same values", () => {
     const next = random(99);
     for (const [type, layout] of [
       [GgmlType.Q4_0, GgmlType.Q4_0_X4],
       [GgmlType.Q8_0, GgmlType.Q8_0_X4],
       [GgmlType.Q5_0, GgmlType.Q5_0_X4],
+      [GgmlType.Q5_1, GgmlType.Q5_1_X4],
     ] as const) {
       for (const rows of [4, 7, 12]) {
         const w = randomMatrix(type, rows, 96, next);

@@ -17,6 +17,7 @@ const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
   GgmlType.Q4_0_X4,
   GgmlType.Q8_0_X4,
   GgmlType.Q5_0_X4,
+  GgmlType.Q5_1_X4,
   GgmlType.F32,
   GgmlType.F16,
   GgmlType.BF16,
@@ -48,14 +49,14 @@ const Needs = {
   QUANTS: 1,
   /** The blocks' sums, for the minimums of Q4_K and Q5_K. */
   SUMS: 2,
-  /** The blocks' quant sums, for Q4_0's -8 offset, Q5_0_X4's -16 and the minimums of Q4_1 and Q5_1. */
+  /** The blocks' quant sums, for Q4_0's -8 offset, Q5_0_X4's -16 and the minimums of Q4_1 and Q5_1 (and Q5_1_X4). */
   QUANT_SUMS: 4,
 } as const;
 
 function activationNeeds(type: GgmlType): number {
   if (FLOAT_TYPES.has(type)) return 0;
   if (type === GgmlType.Q4_K || type === GgmlType.Q5_K) return Needs.QUANTS | Needs.SUMS;
-  if (type === GgmlType.Q4_0 || type === GgmlType.Q4_0_X4 || type === GgmlType.Q4_1 || type === GgmlType.Q5_1 || type === GgmlType.Q5_0_X4) {
+  if (type === GgmlType.Q4_0 || type === GgmlType.Q4_0_X4 || type === GgmlType.Q4_1 || type === GgmlType.Q5_1 || type === GgmlType.Q5_0_X4 || type === GgmlType.Q5_1_X4) {
     return Needs.QUANTS | Needs.QUANT_SUMS;
   }
   return Needs.QUANTS;
@@ -66,6 +67,7 @@ const INTERLEAVED: ReadonlyMap<GgmlType, GgmlType> = new Map([
   [GgmlType.Q4_0, GgmlType.Q4_0_X4],
   [GgmlType.Q8_0, GgmlType.Q8_0_X4],
   [GgmlType.Q5_0, GgmlType.Q5_0_X4],
+  [GgmlType.Q5_1, GgmlType.Q5_1_X4],
 ]);
 
 export class MatmulHost {
@@ -155,7 +157,7 @@ export class MatmulHost {
   }
 
   /**
-   * Kernels.prepareMatrix: Q4_0, Q8_0 and Q5_0 matrices of four rows or more
+   * Kernels.prepareMatrix: Q4_0, Q8_0, Q5_0 and Q5_1 matrices of four rows or more
    * interleaved by four rows (assembly/interleave.ts), in place when they live
    * in the kernels' memory, else in a copy there; every other matrix as it is.
    */

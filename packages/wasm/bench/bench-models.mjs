@@ -56,8 +56,8 @@ export const BENCH_SHAPES = {
   },
 };
 
-export const BENCH_TYPES = { q8_0: GgmlType.Q8_0, q4_0: GgmlType.Q4_0, f16: GgmlType.F16, q5_0: GgmlType.Q5_0 };
-/** The types a bench without --types runs (the issue's three; Q5_0, the type K-quant files fall back to for rows not a multiple of 256, on request). */
+export const BENCH_TYPES = { q8_0: GgmlType.Q8_0, q4_0: GgmlType.Q4_0, f16: GgmlType.F16, q5_0: GgmlType.Q5_0, q5_1: GgmlType.Q5_1 };
+/** The types a bench without --types runs (the issue's three; Q5_0 and Q5_1, the types Q4_K_M and Q5_K_M files fall back to for rows not a multiple of 256, on request). */
 export const DEFAULT_BENCH_TYPES = ["q8_0", "q4_0", "f16"];
 
 const ALIGNMENT = 32;
@@ -243,17 +243,22 @@ function randomTensor(dims, type, random) {
     for (let i = 0; i < halves.length; i++) halves[i] = table[random() & 4095];
     return bytes;
   }
-  // Q8_0 (f16 scale + 32 int8), Q4_0 (f16 scale + 16 bytes of nibbles) and Q5_0 (f16 scale + 4 bytes
-  // of fifth bits + 16 of nibbles): random quants, one scale.
-  const blockBytes = type === GgmlType.Q8_0 ? 34 : type === GgmlType.Q5_0 ? 22 : 18;
-  const levels = type === GgmlType.Q8_0 ? 127 : type === GgmlType.Q5_0 ? 16 : 8;
+  // Q8_0 (f16 scale + 32 int8), Q4_0 (f16 scale + 16 bytes of nibbles), Q5_0 (f16 scale + 4 bytes
+  // of fifth bits + 16 of nibbles) and Q5_1 (Q5_0's with an f16 minimum after the scale, here -16
+  // scales so the values center on zero): random quants, one scale.
+  const blockBytes = { [GgmlType.Q8_0]: 34, [GgmlType.Q5_0]: 22, [GgmlType.Q5_1]: 24 }[type] ?? 18;
+  const levels = type === GgmlType.Q8_0 ? 127 : type === GgmlType.Q5_0 || type === GgmlType.Q5_1 ? 16 : 8;
   const d = f32ToF16(scale / levels);
+  const m = f32ToF16(-scale);
   const words = new Uint32Array(Math.ceil(bytes.length / 4));
   for (let i = 0; i < words.length; i++) words[i] = random();
   bytes.set(new Uint8Array(words.buffer, 0, bytes.length));
   for (let block = 0; block < bytes.length; block += blockBytes) {
     bytes[block] = d & 0xff;
     bytes[block + 1] = d >>> 8;
+    if (type !== GgmlType.Q5_1) continue;
+    bytes[block + 2] = m & 0xff;
+    bytes[block + 3] = m >>> 8;
   }
   return bytes;
 }

@@ -3,7 +3,7 @@
 // CPU only) on the same GGUF files, side by side in one run. Not a test.
 //
 //   npm run bench -- [model.gguf|folder ...] [--json] [--threads N[,M]] [--runs N]
-//                    [--models smollm2,qwen25,llama32] [--types q8_0,q4_0,f16,q5_0] [--no-llama]
+//                    [--models smollm2,qwen25,llama32] [--types q8_0,q4_0,f16,q5_0,q5_1] [--no-llama]
 //                    [--relaxed]
 //
 // --relaxed adds our relaxed-SIMD kernels as an engine of their own (with the V8

@@ -13,7 +13,7 @@
 // (dotPackedTile): each activation vector feeds the four rows and lanes are
 // rows, summed across at the end of each block; twenty loads per sixteen
 // products, half of them V8's reloads of the block from its stack. Per token
-// the 8-token pass is 1.18-1.24 x faster (kernel A/B, batch 128, Q8_0, Q4_0,
+// the 8-token pass is 1.23-1.25 x faster (kernel A/B, batch 128, Q8_0, Q4_0,
 // Q4_K, Q6_K) but computes its padding lanes too, so it pays from seven tokens.
 // Both give a row and token the one-row dot product's arithmetic: a block's exact
 // integer sum times (row scale * token scale), added in block order; a token's

@@ -14,7 +14,7 @@ export { attention, attentionChunks, attentionCombine, attentionRecordBytes, att
 export { gatedActivation } from "./activation";
 export { addRepeated, rmsNorm, rope } from "./elementwise";
 import { decodeGroupRowFiveBits, decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ5_1Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
-import { dotPackedRowsF32x2, dotPackedTile, dotPackedTile8, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
+import { dotPackedRowsF32x2, dotPackedTile, dotPackedTile8, EIGHT_TOKEN_PASS_FROM, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;
@@ -105,7 +105,7 @@ export function decodeSinkBytes(): i32 {
  * w: [rows, rowBytes] in the stored encoding; out: [batch, rows] f32.
  * Float types read x: [batch, cols] f32; quantized types read the quantized
  * activations xq: [batch, cols] i16 and xd, xs, xb: [batch, cols / 32] f32
- * (see quantize.ts; with batch > 1, xq and xd continue with the copies interleaved
+ * (see quantize.ts; for batches of EIGHT_TOKEN_PASS_FROM or more, xq and xd continue with the copies interleaved
  * by four tokens that the prefill tile reads). With batch > 1, rows are decoded four
  * at a time (decode.ts, tile.ts) into this thread's `scratch` of decodeScratchBytes(cols) bytes; with batch 1
  * the Q4_0_X4, Q8_0_X4, Q5_0_X4, Q5_1_X4, Q4_K, Q5_K and Q6_K loops write to its first
@@ -212,7 +212,8 @@ function matmulDecoded(
   const sums = results + 128; // 8 x f32x4
   const packed = sums + 128; // packTile's layout, or packRowsF32's
   const rowValuesBytes = <usize>blocks * 4;
-  // quantizeActivations' copies interleaved by four tokens (interleaveTokens) follow its plain arrays.
+  // quantizeActivations' copies interleaved by four tokens (interleaveTokens, for batches the
+  // eight-token pass reads) follow its plain arrays.
   const xq4 = xq + <usize>batch * <usize>cols * 2;
   const xd4 = xd + <usize>batch * rowValuesBytes;
   // Rows go through in tiles of four; a last, partial tile repeats its last row
@@ -266,10 +267,9 @@ function matmulDecoded(
     for (let b = 0; b < batch; ) {
       // Tokens eight at a time while seven or more are left (lanes past the batch are the
       // zero padding of interleaveTokens, computed and dropped), then four, then one by one.
-      const tokens = min(batch - b >= 7 ? 8 : 4, batch - b);
+      const tokens = min(batch - b >= EIGHT_TOKEN_PASS_FROM ? 8 : 4, batch - b);
       if (tokens > 4) {
-        const xAt = xq4 + <usize>b * <usize>cols * 2;
-        dotPackedTile8(packed, xAt, xd4 + <usize>b * rowValuesBytes, blocks, <usize>cols * 8, rowValuesBytes * 4, results, sums);
+        dotPackedTile8(packed, xq4 + <usize>b * <usize>cols * 2, xd4 + <usize>b * rowValuesBytes, blocks, results, sums);
       } else {
         dotPackedTile(packed, xq + <usize>b * <usize>cols * 2, xd + <usize>b * rowValuesBytes, blocks, tokens, results);
       }

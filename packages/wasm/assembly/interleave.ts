@@ -173,13 +173,13 @@ function fiveBitsToInt16(p: usize, q16: usize, offset: i16 = 16): void {
   const k1 = v128.load(Q5_CONSTANTS, 16);
   const k2 = v128.load(Q5_CONSTANTS, 32);
   const k3 = v128.load(Q5_CONSTANTS, 48);
-  const sixteen = i16x8.splat(offset);
+  const offsets = i16x8.splat(offset);
   const low = fiveBitValues(p, false, k0, k1, k2, k3);
   const high = fiveBitValues(p, true, k0, k1, k2, k3);
-  v128.store(q16, i16x8.sub(i16x8.extend_low_i8x16_u(low), sixteen), 0);
-  v128.store(q16, i16x8.sub(i16x8.extend_high_i8x16_u(low), sixteen), 16);
-  v128.store(q16, i16x8.sub(i16x8.extend_low_i8x16_u(high), sixteen), 32);
-  v128.store(q16, i16x8.sub(i16x8.extend_high_i8x16_u(high), sixteen), 48);
+  v128.store(q16, i16x8.sub(i16x8.extend_low_i8x16_u(low), offsets), 0);
+  v128.store(q16, i16x8.sub(i16x8.extend_high_i8x16_u(low), offsets), 16);
+  v128.store(q16, i16x8.sub(i16x8.extend_low_i8x16_u(high), offsets), 32);
+  v128.store(q16, i16x8.sub(i16x8.extend_high_i8x16_u(high), offsets), 48);
 }
 
 /** The top nibble of each 16-bit lane, as data for the decode loop (see the header). */
@@ -422,9 +422,9 @@ export function dotQ5_1Group(g: usize, xq: usize, xd: usize, xb: usize, blocks: 
  */
 export function decodeGroupRowFiveBits(g: usize, lane: i32, blocks: i32, q16: usize, scales: usize, mins: usize, minimums: bool): void {
   const groupBlock = groupBlockBytes(20, minimums);
-  const payload = groupHeaderBytes(minimums) + 20 * <usize>lane;
+  const payloadAt = groupHeaderBytes(minimums) + 20 * <usize>lane;
   for (let i = 0; i < blocks; i++) {
-    fiveBitsToInt16(g + payload, q16, minimums ? 0 : 16);
+    fiveBitsToInt16(g + payloadAt, q16, minimums ? 0 : 16);
     store<f32>(scales, halfToFloat(load<u16>(g + 2 * <usize>lane)));
     store<f32>(mins, minimums ? -halfToFloat(load<u16>(g + 8 + 2 * <usize>lane)) : 0);
     g += groupBlock;

@@ -7,17 +7,17 @@
 // with a per-block minimum (Q4_K) need: sum_i (d*q_i - m) * x_i = d * (q·x) - m * sum_i x_i,
 // and the sum of its 32 quantized values, for types with a fixed offset (Q4_0:
 // sum_i (q_i - 8) * xq_i = q·xq - 8 * sum_i xq_i).
-// For more than one token (prefill) the quants and scales are also written
-// interleaved four tokens to a vector (interleaveTokens), the layout of the
-// prefill tile (tile.ts), once per call instead of once per weight row tile.
+// For a batch the prefill tile's eight-token pass reads (tile.ts), the quants and
+// scales are also written interleaved four tokens to a vector (interleaveTokens),
+// once per call instead of once per weight row tile.
 
-import { transposeRows4 } from "./tile";
+import { EIGHT_TOKEN_PASS_FROM, transposeRows4 } from "./tile";
 
 export const Q8_BLOCK = 32;
 
-/** Tokens interleaveTokens writes for count tokens: none for one, else count rounded up to four. */
+/** Tokens interleaveTokens writes for count tokens: none below the eight-token pass's batches, else count rounded up to four. */
 function interleavedTokens(count: i32): i32 {
-  return count > 1 ? (count + 3) & ~3 : 0;
+  return count >= EIGHT_TOKEN_PASS_FROM ? (count + 3) & ~3 : 0;
 }
 
 /** Bytes quantizeActivations writes at xq: count rows of int16 quants, then their interleaved copy. */
@@ -35,12 +35,12 @@ export function activationScaleBytes(count: i32, cols: i32): i32 {
  * xd: [count, cols / 32] f32 scales, xs: [count, cols / 32] f32 sums of x and
  * xb: [count, cols / 32] f32 sums of xq; xs or xb 0: not wanted (the matrices
  * of the call do not read them), so not computed. cols is a multiple of 32.
- * With count > 1, xq and xd continue with interleaveTokens' copies: xq holds
- * activationQuantBytes(count, cols) bytes, xd activationScaleBytes(count, cols).
+ * From EIGHT_TOKEN_PASS_FROM tokens, xq and xd continue with interleaveTokens' copies: xq
+ * holds activationQuantBytes(count, cols) bytes, xd activationScaleBytes(count, cols).
  */
 export function quantizeActivations(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs: usize, xb: usize): void {
   quantizeRows(x, count, cols, xq, xd, xs, xb);
-  if (count > 1) interleaveTokens(xq, xd, count, cols, xq + <usize>count * <usize>cols * 2, xd + <usize>count * <usize>(cols / Q8_BLOCK) * 4);
+  if (interleavedTokens(count) > 0) interleaveTokens(xq, xd, count, cols, xq + <usize>count * <usize>cols * 2, xd + <usize>count * <usize>(cols / Q8_BLOCK) * 4);
 }
 
 /**

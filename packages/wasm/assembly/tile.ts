@@ -30,6 +30,9 @@
 
 export const TILE_ROWS = 4;
 
+/** Tokens left from which a batch goes through dotPackedTile8 (it computes its padding lanes too). */
+export const EIGHT_TOKEN_PASS_FROM = 7;
+
 /** Bytes of one block of a packed tile: the four rows' scales, then the four rows' 32 int16 quants. */
 export const PACKED_BLOCK_BYTES = 16 + TILE_ROWS * 64;
 
@@ -192,21 +195,22 @@ export function dotPackedTile(packed: usize, xq: usize, xd: usize, blocks: i32, 
 }
 
 /**
- * A packed tile · eight tokens: two four-token groups of interleaved activations
- * (quantize.ts's interleaveTokens), xq4 and xq4 + groupBytes, with their block
- * scales xd4 and xd4 + scaleBytes; tokens past the batch are zero padding.
+ * A packed tile · eight tokens: two consecutive four-token groups of interleaved
+ * activations (quantize.ts's interleaveTokens) from xq4, with their block scales from
+ * xd4; tokens past the batch are zero padding.
  * Writes f32x4 per token at results, lane k = row k's dot product, without the
  * minimums (minimumsTerm4). The running float sums live in `sums` (8 x f32x4 of
  * scratch): with the eight integer sums and the operands they would not fit the
  * fifteen vector registers V8 allocates.
  */
-export function dotPackedTile8(packed: usize, xq4: usize, xd4: usize, blocks: i32, groupBytes: usize, scaleBytes: usize, results: usize, sums: usize): void {
+export function dotPackedTile8(packed: usize, xq4: usize, xd4: usize, blocks: i32, results: usize, sums: usize): void {
   const zero = f32x4.splat(0);
   for (let k: usize = 0; k < 8; k++) v128.store(sums + (k << 4), zero);
+  // A group of four tokens: 16 pairs of 16 bytes per block, and one f32x4 of block scales.
   let xa = xq4;
-  let xb = xq4 + groupBytes;
+  let xb = xq4 + <usize>blocks * 256;
   let da = xd4;
-  let db = xd4 + scaleBytes;
+  let db = xd4 + <usize>blocks * 16;
   for (let i = 0; i < blocks; i++) {
     let s0 = i32x4.splat(0);
     let s1 = s0;

@@ -79,7 +79,7 @@ describe("tinystories-656k", { skip }, () => {
     const tokenizer = JSON.parse(readFileSync(join(folder, "tokenizer.json"), "utf8"));
     const tokens = formats.getStringArray(meta, "tokenizer.ggml.tokens");
     assert.equal(tokens?.length, 2048);
-    for (const [text, id] of Object.entries(tokenizer.model.vocab as Record<string, number>)) assert.equal(tokens![id], text);
+    for (const [text, id] of Object.entries(tokenizer.model.vocab as Record<string, number>)) assert.equal(tokens!.get(id), text);
     assert.equal(formats.getNumber(meta, "tokenizer.ggml.bos_token_id"), 1);
     assert.equal(formats.getNumber(meta, "tokenizer.ggml.eos_token_id"), 2);
 

@@ -4,6 +4,7 @@
  * with MODEL_FORMAT naming the file and key.
  */
 import { InferenceError } from "@infer/core";
+import { PackedStrings } from "./packed-strings.js";
 
 /** Metadata value type ids, as stored in GGUF. */
 export enum GgufValueType {
@@ -34,7 +35,10 @@ export type GgufNumberType =
 
 export type GgufBigIntType = GgufValueType.UINT64 | GgufValueType.INT64;
 
-/** Array items: numeric arrays as the matching typed array. */
+/**
+ * Array items: numeric arrays as the matching typed array, strings as read
+ * from a file packed as their bytes (a writer also takes a string[]).
+ */
 export type GgufArrayItems =
   | Uint8Array
   | Int8Array
@@ -47,6 +51,7 @@ export type GgufArrayItems =
   | BigUint64Array
   | BigInt64Array
   | boolean[]
+  | PackedStrings
   | string[]
   | GgufArray[];
 
@@ -153,13 +158,14 @@ export function getArray(meta: MetadataLike, key: string, required = false): Ggu
   return value;
 }
 
-export function getStringArray(meta: MetadataLike, key: string, required: true): string[];
-export function getStringArray(meta: MetadataLike, key: string, required?: boolean): string[] | undefined;
-export function getStringArray(meta: MetadataLike, key: string, required = false): string[] | undefined {
+/** An array of strings, packed as their bytes (see PackedStrings). */
+export function getStringArray(meta: MetadataLike, key: string, required: true): PackedStrings;
+export function getStringArray(meta: MetadataLike, key: string, required?: boolean): PackedStrings | undefined;
+export function getStringArray(meta: MetadataLike, key: string, required = false): PackedStrings | undefined {
   const array = getArray(meta, key, required);
   if (array === undefined) return undefined;
   if (array.itemType !== GgufValueType.STRING) throw wrongType(meta, key, array, "ARRAY of STRING");
-  return array.value as string[];
+  return array.value instanceof PackedStrings ? array.value : PackedStrings.fromStrings(array.value as string[]);
 }
 
 /** A numeric array as numbers (typed arrays as stored; 64-bit items converted when exact). */

@@ -10,6 +10,7 @@ import { rowBytes, typeInfo } from "./ggml-types.js";
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_DIMS } from "./gguf.js";
 import { GgufValueType, valueTypeName } from "./gguf-values.js";
 import type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
+import { PackedStrings } from "./packed-strings.js";
 
 /**
  * A metadata value: an explicitly typed GgufValue, or a plain value whose type
@@ -28,7 +29,8 @@ export type GgufValueInput =
   | string[]
   | boolean[]
   | number[]
-  | Exclude<GgufArrayItems, string[] | boolean[] | GgufArray[]>;
+  | Exclude<GgufArrayItems, string[] | boolean[] | GgufArray[]>
+  | PackedStrings;
 
 export interface GgufTensorSpec {
   name: string;
@@ -86,7 +88,9 @@ class ByteSink {
     this.buffer.set(data, at);
   }
   string(text: string): void {
-    const encoded = this.encoder.encode(text);
+    this.stringBytes(this.encoder.encode(text));
+  }
+  stringBytes(encoded: Uint8Array): void {
     this.u64(encoded.length);
     this.bytes(encoded);
   }
@@ -224,6 +228,7 @@ function toGgufValue(input: GgufValueInput, field: string): GgufValue {
     case "number":
       return inferNumber(input, field);
   }
+  if (input instanceof PackedStrings) return { type: GgufValueType.ARRAY, itemType: GgufValueType.STRING, value: input };
   if (ArrayBuffer.isView(input)) {
     const itemType = TYPED_ARRAY_ITEM_TYPES.find(([kind]) => input instanceof kind)?.[1];
     if (itemType === undefined) throw invalid(field, "unsupported typed array kind");
@@ -304,6 +309,7 @@ function checkArray(array: GgufArray, field: string): GgufArray {
     items.forEach((item, i) => (packed[i] = typeof item === "number" && itemType >= GgufValueType.UINT64 && itemType <= GgufValueType.INT64 ? BigInt(item) : item));
     return { type: GgufValueType.ARRAY, itemType, value: packed as unknown as GgufArrayItems };
   }
+  if (itemType === GgufValueType.STRING && items instanceof PackedStrings) return array;
   if (!Array.isArray(items)) throw invalid(field, `ARRAY of ${valueTypeName(itemType)} needs an array`);
   const expected = itemType === GgufValueType.STRING ? "string" : itemType === GgufValueType.BOOL ? "boolean" : undefined;
   if (expected) {
@@ -334,7 +340,11 @@ function writeArray(sink: ByteSink, array: GgufArray): void {
   sink.u64(array.value.length);
   switch (array.itemType) {
     case GgufValueType.STRING:
-      for (const item of array.value as string[]) sink.string(item);
+      if (array.value instanceof PackedStrings) {
+        for (let i = 0; i < array.value.length; i++) sink.stringBytes(array.value.bytesOf(i));
+      } else {
+        for (const item of array.value as string[]) sink.string(item);
+      }
       return;
     case GgufValueType.BOOL:
       for (const item of array.value as boolean[]) sink.u8(item ? 1 : 0);

@@ -14,6 +14,7 @@ import { InferenceError } from "@infer/core";
 import { GgmlType } from "../kernels/types.js";
 import { findTypeInfo, typeName } from "./ggml-types.js";
 import { GGUF_SCALAR_BYTES, GgufMetadata, GgufValueType, valueTypeName } from "./gguf-values.js";
+import { PackedStrings } from "./packed-strings.js";
 import type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
 import { readWholeFile } from "./read-file.js";
 
@@ -51,7 +52,8 @@ export interface GgufFile {
 class GgufCursor {
   readonly view: DataView;
   position = 0;
-  private readonly decoder = new TextDecoder("utf-8");
+  // ignoreBOM keeps a leading U+FEFF: a string reads as exactly its bytes.
+  private readonly decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
   constructor(
     readonly bytes: Uint8Array,
@@ -192,7 +194,7 @@ function readValue(cursor: GgufCursor, type: number, field: string, depth: numbe
   }
   const items = readNumbers(cursor, type, 1, field);
   if (items === undefined) throw cursor.fail(field, `unknown value type ${type}`);
-  return { type, value: Number(items[0]) } as GgufValue;
+  return { type, value: Number((items as ArrayLike<number | bigint>)[0]) } as GgufValue;
 }
 
 /** `count` fixed-size numbers as the matching typed array, or undefined for a non-numeric type. */
@@ -238,12 +240,8 @@ function readArray(cursor: GgufCursor, field: string, depth: number): GgufArray 
   const itemType = cursor.u32(`${field} item type`);
   const type = GgufValueType.ARRAY as const;
   switch (itemType) {
-    case GgufValueType.STRING: {
-      const count = cursor.count(`${field} array length`, 8);
-      const value: string[] = [];
-      for (let i = 0; i < count; i++) value.push(cursor.string(`${field}[${i}]`));
-      return { type, itemType, value };
-    }
+    case GgufValueType.STRING:
+      return { type, itemType, value: readStrings(cursor, field) };
     case GgufValueType.BOOL: {
       const count = cursor.count(`${field} array length`, 1);
       const value = Array.from(cursor.bytes.subarray(cursor.position, cursor.position + count), (b) => b !== 0);
@@ -261,6 +259,32 @@ function readArray(cursor: GgufCursor, field: string, depth: number): GgufArray 
   if (itemBytes === undefined) throw cursor.fail(`${field} item type`, `unknown value type ${itemType}`);
   const count = cursor.count(`${field} array length`, itemBytes);
   return { type, itemType, value: readNumbers(cursor, itemType, count, field)! };
+}
+
+/**
+ * A string array packed as its bytes, without a JavaScript string per item:
+ * one pass checks every length against the file and sums them, a second
+ * copies the bytes into one buffer of exactly that size.
+ */
+function readStrings(cursor: GgufCursor, field: string): PackedStrings {
+  const count = cursor.count(`${field} array length`, 8);
+  const first = cursor.position;
+  const starts = new Uint32Array(count + 1);
+  for (let i = 0; i < count; i++) {
+    const length = cursor.count(`${field}[${i}] (string length)`, 1);
+    cursor.position += length;
+    starts[i + 1] = starts[i]! + length;
+    if (starts[i + 1]! !== starts[i]! + length) throw cursor.fail(field, "holds more than 4 GiB of strings");
+  }
+  const bytes = new Uint8Array(starts[count]!);
+  cursor.position = first;
+  for (let i = 0; i < count; i++) {
+    cursor.position += 8;
+    const length = starts[i + 1]! - starts[i]!;
+    bytes.set(cursor.bytes.subarray(cursor.position, cursor.position + length), starts[i]);
+    cursor.position += length;
+  }
+  return new PackedStrings(bytes, starts);
 }
 
 interface RawTensorInfo {

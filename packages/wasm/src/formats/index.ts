@@ -26,6 +26,7 @@ export {
   valueTypeName,
 } from "./gguf-values.js";
 export type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
+export { PackedStrings } from "./packed-strings.js";
 export { GGUF_DEFAULT_ALIGNMENT, parseGguf, readGguf } from "./gguf.js";
 export type { GgufFile, GgufTensorInfo } from "./gguf.js";
 export { writeGguf, writeGgufFile } from "./gguf-writer.js";

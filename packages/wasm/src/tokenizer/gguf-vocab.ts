@@ -6,6 +6,7 @@
  * `tokenizer.ggml.pre`).
  */
 import { InferenceError } from "@infer/core";
+import { PackedStrings } from "../formats/packed-strings.js";
 import { preTokenizerForGguf } from "./pretokenize.js";
 import { TokenKind } from "./types.js";
 import { VocabTokenizer, type VocabularySpec } from "./vocab-tokenizer.js";
@@ -79,11 +80,13 @@ class MetadataReader {
     return n;
   }
 
-  stringArray(key: string): string[] | undefined {
+  /** Strings as read from GGUF (packed), or a plain array of them packed here. */
+  stringArray(key: string): PackedStrings | undefined {
     const value = this.raw(key);
     if (value === undefined) return undefined;
+    if (value instanceof PackedStrings) return value;
     if (!Array.isArray(value) || !value.every((v) => typeof v === "string")) this.fail(key, "an array of strings");
-    return value as string[];
+    return PackedStrings.fromStrings(value as string[]);
   }
 
   numberArray(key: string, length: number): ArrayLike<number> | undefined {
@@ -158,13 +161,12 @@ export function tokenizerFromGgufMetadata(meta: MetadataSource, source: string):
 
   const eosIds: number[] = [];
   for (const id of [eosId, eotId, eomId]) if (id !== undefined) eosIds.push(id);
-  tokens.forEach((text, id) => {
-    if (END_OF_GENERATION_TEXTS.has(text)) {
-      eosIds.push(id);
-      // llama.cpp overrides the type of such tokens to control.
-      kinds[id] = TokenKind.Control;
-    }
-  });
+  const endOfGeneration = [...END_OF_GENERATION_TEXTS].flatMap((text) => tokens.indicesOf(text));
+  for (const id of endOfGeneration.sort((x, y) => x - y)) {
+    eosIds.push(id);
+    // llama.cpp overrides the type of such tokens to control.
+    kinds[id] = TokenKind.Control;
+  }
 
   const pre = md.string("tokenizer.ggml.pre");
   const common = {

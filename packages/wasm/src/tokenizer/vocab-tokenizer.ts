@@ -10,12 +10,14 @@
  * `scores`) or by rank in a merges list.
  */
 import { InferenceError, type Message } from "@infer/core";
+import { PackedStrings } from "../formats/packed-strings.js";
 import { fromByteLevel, toByteLevel } from "./byte-level.js";
 import { renderChat } from "./chat-template.js";
 import { mergeSymbols, PairRankTable, type PairPriority } from "./merge.js";
 import { splitWords } from "./pretokenize.js";
 import { SpecialTokenMatcher, type AddedTokenRule } from "./special-tokens.js";
 import { StreamDecoder, utf8Decode } from "./stream-decoder.js";
+import { TokenTable } from "./token-table.js";
 import {
   TokenKind,
   type ChatRenderOptions,
@@ -31,15 +33,15 @@ export type MergeRule =
   /**
    * BPE: pairs in merge order, earlier first, as [left, right] or as a
    * "left right" line (split at the first space after the first character,
-   * as llama.cpp reads tokenizer.ggml.merges).
+   * as llama.cpp reads tokenizer.ggml.merges; packed lines are split as bytes).
    */
-  | { by: "rank"; merges: ReadonlyArray<readonly [string, string] | string>; field?: string };
+  | { by: "rank"; merges: ReadonlyArray<readonly [string, string] | string> | PackedStrings; field?: string };
 
 export interface VocabularySpec {
   /** File path or description, for messages. */
   source: string;
-  /** Stored token text by id. */
-  tokens: readonly string[];
+  /** Stored token text by id (packed as bytes when read from GGUF). */
+  tokens: readonly string[] | PackedStrings;
   kinds: ArrayLike<TokenKind>;
   merge: MergeRule;
   /** Tokens are spelled in GPT-2's byte-level alphabet and text is pre-tokenized into words. */
@@ -100,7 +102,7 @@ export class VocabTokenizer implements Tokenizer {
   readonly chatTemplate: string | undefined;
 
   private readonly spec: VocabularySpec;
-  private readonly idOf = new Map<string, number>();
+  private readonly table: TokenTable;
   /** Byte value -> `<0xNN>` token id (SentencePiece byte fallback). */
   private readonly byteTokens = new Int32Array(256).fill(-1);
   private readonly priority: PairPriority;
@@ -121,14 +123,13 @@ export class VocabTokenizer implements Tokenizer {
     this.addEos = spec.addEos && this.eosId !== undefined;
     this.chatTemplate = spec.chatTemplate;
     this.pieceCache = new Array<Uint8Array | undefined>(spec.tokens.length);
+    this.table = new TokenTable(spec.tokens);
 
-    spec.tokens.forEach((text, id) => {
-      this.idOf.set(text, id);
-      if (spec.kinds[id] === TokenKind.Byte) {
-        const hex = BYTE_TOKEN.exec(text);
-        if (hex) this.byteTokens[parseInt(hex[1]!, 16)] = id;
-      }
-    });
+    for (let id = 0; id < this.vocabSize; id++) {
+      if (spec.kinds[id] !== TokenKind.Byte) continue;
+      const hex = BYTE_TOKEN.exec(this.table.text(id));
+      if (hex) this.byteTokens[parseInt(hex[1]!, 16)] = id;
+    }
     this.priority = this.makePriority(spec.merge);
   }
 
@@ -139,7 +140,7 @@ export class VocabTokenizer implements Tokenizer {
       // Only normal pieces are built by merging: control, byte and user-defined
       // pieces are never the result of SentencePiece merges.
       return (left, right) => {
-        const id = this.idOf.get(left + right);
+        const id = this.table.id(left + right);
         if (id === undefined) return undefined;
         const kind = kinds[id];
         if (kind !== TokenKind.Normal && kind !== TokenKind.Undefined) return undefined;
@@ -147,7 +148,8 @@ export class VocabTokenizer implements Tokenizer {
       };
     }
     const table = new PairRankTable(rule.merges.length);
-    rule.merges.forEach((merge, rank) => {
+    if (rule.merges instanceof PackedStrings) this.addPackedMerges(table, rule.merges, rule.field);
+    else rule.merges.forEach((merge, rank) => {
       let left: string;
       let right: string;
       if (typeof merge === "string") {
@@ -166,21 +168,44 @@ export class VocabTokenizer implements Tokenizer {
       // A merge of pieces outside the vocabulary can never apply: symbols
       // are vocabulary pieces (or single characters, which merge only when
       // they are pieces themselves).
-      const leftId = this.idOf.get(left);
-      const rightId = this.idOf.get(right);
+      const leftId = this.table.id(left);
+      const rightId = this.table.id(right);
       if (leftId !== undefined && rightId !== undefined) table.add(leftId, rightId, rank);
     });
     return (left, right) => {
-      const leftId = this.idOf.get(left);
+      const leftId = this.table.id(left);
       if (leftId === undefined) return undefined;
-      const rightId = this.idOf.get(right);
+      const rightId = this.table.id(right);
       return rightId === undefined ? undefined : table.get(leftId, rightId);
     };
   }
 
+  /**
+   * Merge lines as bytes: split at the first space after the first
+   * character (a space byte never occurs inside a multi-byte character, so
+   * this is the split of the decoded line), both sides looked up as bytes.
+   */
+  private addPackedMerges(table: PairRankTable, merges: PackedStrings, field = "merges"): void {
+    const { bytes, starts } = merges;
+    for (let rank = 0; rank < merges.length; rank++) {
+      const start = starts[rank]!;
+      const end = starts[rank + 1]!;
+      let cut = start + utf8CharLength(bytes[start]);
+      while (cut < end && bytes[cut] !== 0x20) cut++;
+      if (cut >= end) {
+        throw new InferenceError("MODEL_FORMAT", `${this.source}: ${field}[${rank}] ${JSON.stringify(merges.get(rank))} is not "left right"`, {
+          details: { source: this.source, field, index: rank },
+        });
+      }
+      const leftId = this.table.idOfBytes(bytes, start, cut);
+      const rightId = this.table.idOfBytes(bytes, cut + 1, end);
+      if (leftId !== undefined && rightId !== undefined) table.add(leftId, rightId, rank);
+    }
+  }
+
   tokenText(id: number): string {
     this.checkId(id);
-    return this.spec.tokens[id]!;
+    return this.table.text(id);
   }
 
   tokenKind(id: number): TokenKind {
@@ -199,7 +224,7 @@ export class VocabTokenizer implements Tokenizer {
 
   /** The id of a token by its stored text. */
   tokenId(text: string): number | undefined {
-    return this.idOf.get(text);
+    return this.table.id(text);
   }
 
   private checkId(id: number): void {
@@ -242,13 +267,13 @@ export class VocabTokenizer implements Tokenizer {
     let matcher = this.matchers[key];
     if (!matcher) {
       const rules: AddedTokenRule[] = [];
-      const { kinds, tokens, addedTokenFlags } = this.spec;
-      for (let id = 0; id < tokens.length; id++) {
+      const { kinds, addedTokenFlags } = this.spec;
+      for (let id = 0; id < this.vocabSize; id++) {
         const kind = kinds[id];
         const special = kind === TokenKind.Control || kind === TokenKind.Unknown;
         if (kind === TokenKind.UserDefined || (parseSpecial && special)) {
           const flags = addedTokenFlags?.get(id);
-          rules.push({ id, text: tokens[id]!, lstrip: flags?.lstrip, rstrip: flags?.rstrip });
+          rules.push({ id, text: this.table.text(id), lstrip: flags?.lstrip, rstrip: flags?.rstrip });
         }
       }
       // Rules go in id order: of two tokens with one spelling the lower id wins.
@@ -270,7 +295,7 @@ export class VocabTokenizer implements Tokenizer {
 
   private encodeSentencePieceWord(escaped: string, out: number[]): void {
     for (const piece of mergeSymbols(Array.from(escaped), this.priority)) {
-      const id = this.idOf.get(piece);
+      const id = this.table.id(piece);
       if (id !== undefined) {
         out.push(id);
         continue;
@@ -303,12 +328,12 @@ export class VocabTokenizer implements Tokenizer {
 
   private encodeWord(word: string): number[] {
     if (this.spec.ignoreMerges) {
-      const whole = this.idOf.get(word);
+      const whole = this.table.id(word);
       if (whole !== undefined) return [whole];
     }
     const ids: number[] = [];
     for (const piece of mergeSymbols(Array.from(word), this.priority)) {
-      const id = this.idOf.get(piece);
+      const id = this.table.id(piece);
       if (id !== undefined) {
         ids.push(id);
         continue;
@@ -316,7 +341,7 @@ export class VocabTokenizer implements Tokenizer {
       // A piece no merge produced and the vocabulary lacks: its characters
       // one by one, dropping any the vocabulary lacks too (as llama.cpp does).
       for (const ch of piece) {
-        const charId = this.idOf.get(ch);
+        const charId = this.table.id(ch);
         if (charId !== undefined) ids.push(charId);
         else if (this.spec.unkId !== undefined) ids.push(this.spec.unkId);
       }
@@ -339,7 +364,7 @@ export class VocabTokenizer implements Tokenizer {
   }
 
   private renderPiece(id: number, kind: TokenKind): Uint8Array {
-    const text = this.spec.tokens[id]!;
+    const text = this.table.text(id);
     switch (kind) {
       case TokenKind.Byte: {
         const hex = BYTE_TOKEN.exec(text);
@@ -383,10 +408,16 @@ export class VocabTokenizer implements Tokenizer {
     const template = options.chatTemplate ?? this.chatTemplate;
     return renderChat(template, messages, {
       addGenerationPrompt: options.addGenerationPrompt ?? true,
-      bosToken: this.spec.bosText ?? (this.bosId !== undefined ? this.spec.tokens[this.bosId] : undefined),
-      eosToken: this.spec.eosText ?? (this.eosId !== undefined ? this.spec.tokens[this.eosId] : undefined),
+      bosToken: this.spec.bosText ?? (this.bosId !== undefined ? this.table.text(this.bosId) : undefined),
+      eosToken: this.spec.eosText ?? (this.eosId !== undefined ? this.table.text(this.eosId) : undefined),
       source: options.chatTemplate !== undefined ? "the chatTemplate option" : (this.spec.chatTemplateSource ?? this.source),
       ...options.extra,
     });
   }
+}
+
+/** Bytes in the UTF-8 character that starts with `lead` (1 for a stray continuation byte). */
+function utf8CharLength(lead: number | undefined): number {
+  if (lead === undefined || lead < 0xc0) return 1;
+  return lead < 0xe0 ? 2 : lead < 0xf0 ? 3 : 4;
 }

@@ -14,7 +14,7 @@ import "@infer/core/node";
 import "../../src/index.js";
 import type { KVCacheType } from "../../src/engine/cache.js";
 import { loadTransformer, type Transformer } from "../../src/engine/transformer.js";
-import { GgufValueType } from "../../src/formats/gguf-values.js";
+import { getStringArray } from "../../src/formats/gguf-values.js";
 import { f16ToF32, f32ToF16 } from "../../src/formats/half.js";
 import { readKVRow, writeKVRow } from "../../src/kernels/kv-codec.js";
 import { GgmlType } from "../../src/kernels/types.js";
@@ -67,9 +67,8 @@ describe("KV cache types on stories260K", { skip }, () => {
   before(async () => {
     const loaded = await loadTransformer(MODEL, { kernels: await createWasmKernels({ threads: 1 }) });
     transformer = loaded.transformer;
-    const vocabEntry = loaded.metadata.format === "gguf" ? loaded.metadata.gguf.metadata.get("tokenizer.ggml.tokens") : undefined;
-    assert.ok(vocabEntry?.type === GgufValueType.ARRAY);
-    vocab = vocabEntry.value as string[];
+    assert.ok(loaded.metadata.format === "gguf");
+    vocab = getStringArray(loaded.metadata.gguf.metadata, "tokenizer.ggml.tokens", true).toArray();
   });
   // The transformer's dispose stops the kernels it was given too.
   after(() => transformer?.dispose());

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { loadTransformer } from "../../src/engine/transformer.js";
-import { GgufValueType } from "../../src/formats/gguf-values.js";
+import { getStringArray } from "../../src/formats/gguf-values.js";
 import { decodeWithGgufVocab, greedy } from "./greedy.js";
 import { SHARED_MODELS, skipWithoutSharedModels } from "./helpers.js";
 
@@ -22,9 +22,8 @@ test("stories260K.gguf: greedy 200 tokens from BOS equal llama2.c's published te
   assert.equal(quantGroup, 0);
   assert.equal(transformer.config.ropeMode, "normal");
   assert.equal(metadata.format, "gguf");
-  const vocabEntry = metadata.format === "gguf" ? metadata.gguf.metadata.get("tokenizer.ggml.tokens") : undefined;
-  assert.ok(vocabEntry?.type === GgufValueType.ARRAY);
-  const vocab = vocabEntry.value as string[];
+  assert.ok(metadata.format === "gguf");
+  const vocab = getStringArray(metadata.gguf.metadata, "tokenizer.ggml.tokens", true).toArray();
 
   const ids = greedy(transformer, transformer.createCache(1, 256), [1], 200);
   // The first piece carries SentencePiece's leading space, which decoders drop.

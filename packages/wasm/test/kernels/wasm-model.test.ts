@@ -7,7 +7,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { test } from "node:test";
 import { loadTransformer } from "../../src/engine/transformer.js";
-import { GgufValueType } from "../../src/formats/gguf-values.js";
+import { getStringArray } from "../../src/formats/gguf-values.js";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import { argmax, SHARED_MODELS, skipWithoutSharedModels } from "../engine/helpers.js";
 
@@ -16,9 +16,8 @@ test("stories260K.gguf through the wasm kernels (2 threads): greedy 200 tokens e
   const kernels = await createWasmKernels({ threads: 2, minBytesPerThread: 0 });
   try {
     const { transformer, metadata } = await loadTransformer(join(folder, "stories260K.gguf"), { kernels });
-    const vocabEntry = metadata.format === "gguf" ? metadata.gguf.metadata.get("tokenizer.ggml.tokens") : undefined;
-    assert.ok(vocabEntry?.type === GgufValueType.ARRAY);
-    const vocab = vocabEntry.value as string[];
+    assert.ok(metadata.format === "gguf");
+    const vocab = getStringArray(metadata.gguf.metadata, "tokenizer.ggml.tokens", true).toArray();
 
     const cache = transformer.createCache(1, 256);
     const ids: number[] = [];

@@ -32,6 +32,9 @@ export class Transformer {
   private readonly attention: AttentionKernel;
   /** Intermediate buffers of a forward call, reused by the next (in the kernels' memory when they have one). */
   private readonly scratch: ForwardScratch;
+  /** logitsBuffer's floats, and the kernels' memory under them when they have one. */
+  private logits: Float32Array = new Float32Array(0);
+  private logitsMemory: Uint8Array | undefined;
 
   constructor(
     readonly config: ModelConfig,
@@ -97,6 +100,22 @@ export class Transformer {
     return logits;
   }
 
+  /**
+   * A [rows, vocab] buffer for forward's `logitsInto`, reused by later calls
+   * (a larger request replaces it). It lives in the kernels' memory when they
+   * have one, so the output projection writes the logits in place instead of
+   * into a staging buffer copied out (a vocabulary of floats every token).
+   */
+  logitsBuffer(rows: number): Float32Array {
+    const needed = rows * this.config.vocabSize;
+    if (this.logits.length < needed) {
+      if (this.logitsMemory) this.kernels.release?.(this.logitsMemory);
+      this.logitsMemory = this.kernels.allocate?.(needed * 4, 64);
+      this.logits = this.logitsMemory ? new Float32Array(this.logitsMemory.buffer, this.logitsMemory.byteOffset, needed) : new Float32Array(needed);
+    }
+    return this.logits.subarray(0, needed);
+  }
+
   /** Frees what the kernels hold (workers, WebAssembly memory). */
   async dispose(): Promise<void> {
     this.releaseMemory();
@@ -109,6 +128,9 @@ export class Transformer {
    */
   releaseMemory(): void {
     this.scratch.dispose();
+    if (this.logitsMemory) this.kernels.release?.(this.logitsMemory);
+    this.logitsMemory = undefined;
+    this.logits = new Float32Array(0);
     for (const view of this.heldMemory.splice(0)) this.kernels.release?.(view);
   }
 

@@ -151,14 +151,6 @@ export class DecodeScheduler {
     private readonly prefillChunk = 128,
   ) {}
 
-  /** [rows, vocab] logits of the last step, reused by the next (sequences consume theirs within the step). */
-  private logits = new Float32Array(0);
-
-  private logitsBuffer(rows: number): Float32Array {
-    const needed = rows * this.transformer.config.vocabSize;
-    if (this.logits.length < needed) this.logits = new Float32Array(needed);
-    return this.logits;
-  }
 
   /** Checks that a prompt fits the context; the slot is cleared for reuse. */
   start(slot: number, request: SequenceRequest): Sequence {
@@ -213,7 +205,8 @@ export class DecodeScheduler {
         logitRows: Int32Array.from(logitRows),
       },
       this.cache,
-      this.logitsBuffer(logitRows.length),
+      // Reused by the next step: the sequences consume their rows within this one.
+      this.transformer.logitsBuffer(logitRows.length),
     );
     const vocab = this.transformer.config.vocabSize;
     let row = 0;

@@ -5,6 +5,7 @@
  * loop of llama.cpp's SPM and BPE sessions: SentencePiece ranks a pair by the
  * score of the merged piece, BPE by the merge's line in the merges list.
  */
+import { tableCapacity } from "./token-table.js";
 
 /** Priority of merging `left` + `right`; lower merges first, undefined never merges. */
 export type PairPriority = (left: string, right: string) => number | undefined;
@@ -109,8 +110,7 @@ export class PairRankTable {
   private readonly mask: number;
 
   constructor(capacityHint: number) {
-    let capacity = 16;
-    while (capacity < capacityHint * 2) capacity *= 2;
+    const capacity = tableCapacity(capacityHint);
     this.lefts = new Int32Array(capacity).fill(-1);
     this.rights = new Int32Array(capacity);
     this.ranks = new Int32Array(capacity);

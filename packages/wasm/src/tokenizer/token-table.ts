@@ -12,7 +12,7 @@ const RECENT_LOOKUPS = 16384;
 
 export class TokenTable {
   readonly texts: PackedStrings;
-  /** Hash slot -> token id, or -1 when empty. Twice the tokens or more, a power of two. */
+  /** Hash slot -> token id, or -1 when empty (see tableCapacity). */
   private readonly slots: Int32Array;
   private readonly mask: number;
   /** Reused to encode looked-up text; grown as needed. */
@@ -26,10 +26,8 @@ export class TokenTable {
 
   constructor(texts: PackedStrings | readonly string[]) {
     this.texts = texts instanceof PackedStrings ? texts : PackedStrings.fromStrings(texts);
-    let capacity = 16;
-    while (capacity < this.texts.length * 2) capacity *= 2;
-    this.slots = new Int32Array(capacity).fill(-1);
-    this.mask = capacity - 1;
+    this.slots = new Int32Array(tableCapacity(this.texts.length)).fill(-1);
+    this.mask = this.slots.length - 1;
     const { bytes, starts } = this.texts;
     for (let id = 0; id < this.texts.length; id++) {
       const start = starts[id]!;
@@ -88,4 +86,16 @@ export class TokenTable {
 function sameBytes(a: Uint8Array, aStart: number, b: Uint8Array, bStart: number, length: number): boolean {
   for (let i = 0; i < length; i++) if (a[aStart + i] !== b[bStart + i]) return false;
   return true;
+}
+
+/**
+ * Slots for an open-addressing table of `entries`: a power of two at least
+ * 1.5 times the entries, so at most two thirds full, where linear probing
+ * takes about two probes to find a key and a few to miss one, at half the
+ * memory of keeping it under half full.
+ */
+export function tableCapacity(entries: number): number {
+  let capacity = 16;
+  while (capacity < entries * 1.5) capacity *= 2;
+  return capacity;
 }

@@ -15,11 +15,14 @@
  *    and output projection). Two halves alternate: `nextLayer` switches to the
  *    other one and empties it.
  *
- * A forward that needs more than a block holds gets the excess from separate
- * allocations (in the kernels' memory too, so a first, larger batch still runs
- * in place), handed back when the region empties; the next `begin` replaces
- * the block with one large enough, so the blocks settle at the largest batch's
- * needs after one call.
+ * The buffers are [tokens, width] arrays, so a block's need grows with the
+ * batch: `begin` sizes each block for the coming batch from the most floats a
+ * token has needed so far, before the forward runs. Without that, a first
+ * prompt chunk after decoding would fill separate allocations and the next
+ * `begin` a block as large again: twice the pages touched, all of them kept
+ * resident. A forward that still needs more than its block holds gets the
+ * excess from separate allocations (in the kernels' memory too, so it runs in
+ * place), handed back when the region empties; the next `begin` grows the block.
  */
 
 /** Floats per alignment unit: 16 floats = 64 bytes, a cache line (and what SIMD loads like). */
@@ -43,6 +46,9 @@ class Region {
   private used = 0;
   /** Most floats in use at once since the last `settle`. */
   private needed = 0;
+  /** Tokens in the batch since the last `settle`, and the most floats a token has needed in any batch. */
+  private tokens = 0;
+  private perToken = 0;
 
   constructor(private readonly memory: ScratchMemory) {}
 
@@ -67,12 +73,15 @@ class Region {
     for (const chunk of this.overflow) chunk.taken = false;
   }
 
-  /** Empties the region and grows its block to the need seen since the last settle. */
-  settle(): void {
+  /** Empties the region and grows its block to what a batch of `tokens` is expected to need. */
+  settle(tokens: number): void {
     this.releaseOverflow();
     this.used = 0;
-    if (this.needed > this.block.length) this.replace(Math.ceil(this.needed * 1.25));
+    if (this.tokens > 0) this.perToken = Math.max(this.perToken, this.needed / this.tokens);
+    const expected = Math.max(this.needed, Math.ceil(this.perToken * tokens));
+    if (expected > this.block.length) this.replace(Math.ceil(expected * 1.25));
     this.needed = 0;
+    this.tokens = tokens;
   }
 
   get bytes(): number {
@@ -112,10 +121,10 @@ export class ForwardScratch {
     this.halves = [new Region(memory), new Region(memory)];
   }
 
-  /** Starts a forward: frees everything handed out, and grows the blocks to the last forward's needs. */
-  begin(): void {
-    this.whole.settle();
-    for (const half of this.halves) half.settle();
+  /** Starts a forward of `tokens` tokens: frees everything handed out, and grows the blocks to what it is expected to need. */
+  begin(tokens: number): void {
+    this.whole.settle(tokens);
+    for (const half of this.halves) half.settle(tokens);
     this.current = 0;
   }
 

@@ -70,7 +70,7 @@ export class Transformer {
     const newLengths = this.validate(batch, cache);
     const { hiddenSize, vocabSize } = this.config;
     const n = batch.tokens.length;
-    this.scratch.begin();
+    this.scratch.begin(n);
     const x = this.scratch.forwardFloats(n * hiddenSize); // [n, hidden], the residual stream
     embeddingLookup(x, this.model.embedding, batch.tokens, this.config.embeddingScale);
     const ctx: ForwardContext = {

@@ -34,7 +34,7 @@ describe("ForwardScratch", () => {
     const scratch = new ForwardScratch(memory);
     const layerSizes = [640, 640, 2048, 640];
     const runForward = (): Float32Array[] => {
-      scratch.begin();
+      scratch.begin(1);
       const handed = [scratch.forwardFloats(640)];
       for (let layer = 0; layer < 4; layer++) {
         scratch.nextLayer();
@@ -56,9 +56,33 @@ describe("ForwardScratch", () => {
     assert.equal(memory.live.size, 0, "dispose hands everything back");
   });
 
+  it("sizes the blocks for a larger batch before it runs, from the floats a token needed before", () => {
+    const memory = countingMemory();
+    const scratch = new ForwardScratch(memory);
+    // A layer's buffers are [tokens, width]: widths 64, 64, 256 and 64.
+    const runForward = (tokens: number): void => {
+      scratch.begin(tokens);
+      scratch.forwardFloats(tokens * 64);
+      for (let layer = 0; layer < 3; layer++) {
+        scratch.nextLayer();
+        for (const width of [64, 64, 256, 64]) scratch.floats(tokens * width);
+      }
+    };
+    runForward(1);
+    runForward(1); // the blocks now hold a one-token forward
+    const settled = memory.allocations;
+    runForward(8);
+    // Three blocks replaced at begin, nothing taken beside them during the forward.
+    assert.equal(memory.allocations, settled + 3);
+    runForward(8);
+    assert.equal(memory.allocations, settled + 3, "an equal batch after it allocates nothing");
+    assert.equal(memory.live.size, 3);
+    scratch.dispose();
+  });
+
   it("without an allocating memory, hands out ordinary arrays", () => {
     const scratch = new ForwardScratch();
-    scratch.begin();
+    scratch.begin(1);
     const buffer = scratch.floats(100);
     assert.equal(buffer.length, 100);
     scratch.dispose();

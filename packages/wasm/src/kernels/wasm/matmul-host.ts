@@ -80,7 +80,6 @@ export class MatmulHost {
   private readonly xSums: Scratch;
   private readonly xQuantSums: Scratch;
   private readonly rowDecode: Scratch;
-  private readonly gateStage: Scratch;
   private readonly upStage: Scratch;
   /** Reused for single-matrix calls, so matmul allocates nothing (they keep the last call's two references). */
   private readonly single = { outs: [] as Float32Array[], ws: [] as WeightMatrix[] };
@@ -97,7 +96,6 @@ export class MatmulHost {
     this.xSums = ctx.scratch();
     this.xQuantSums = ctx.scratch();
     this.rowDecode = ctx.scratch();
-    this.gateStage = ctx.scratch();
     this.upStage = ctx.scratch();
   }
 
@@ -216,11 +214,12 @@ export class MatmulHost {
       return;
     }
     const args = this.prepare(x, batch, cols, activationNeeds(gate.type) | activationNeeds(up.type), 2);
-    const gateAddress = this.gateStage.ensure(count * 4);
-    const upAddress = this.upStage.ensure(count * 4);
-    args.add(gate.type).add(gateAddress).add(this.ctx.residentAddress(gate.data, gateBytes)).add(rows);
-    args.add(up.type).add(upAddress).add(this.ctx.residentAddress(up.data, upBytes)).add(rows);
     const outAddress = this.ctx.arena.addressOf(out) ?? this.outStage.ensure(count * 4);
+    // The gate's products go straight to out, which the activation then rewrites in place (it
+    // reads each element before storing it): no [batch, rows] staging buffer for them.
+    const upAddress = this.upStage.ensure(count * 4);
+    args.add(gate.type).add(outAddress).add(this.ctx.residentAddress(gate.data, gateBytes)).add(rows);
+    args.add(up.type).add(upAddress).add(this.ctx.residentAddress(up.data, upBytes)).add(rows);
     args.add(outAddress).add(activation === "silu" ? 0 : 1);
     this.ctx.pool.run(Op.GATED, args, this.ctx.threadsFor((gateBytes + upBytes) * batch));
     this.ctx.copyOut(out, outAddress, count);

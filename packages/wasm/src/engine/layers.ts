@@ -1,8 +1,8 @@
 /**
  * Steps every architecture's blocks are built from: projections, norms, and
  * self-attention through the KV cache. Each returns a new [tokens, dim] buffer
- * from the forward's scratch memory: valid through the next layer's attention
- * call, no longer (see scratch.ts), so a block must not keep buffers across layers.
+ * from the forward's scratch memory: valid until the next block starts, no
+ * longer (see scratch.ts), so a block must not keep buffers across layers.
  */
 import type { AttentionKernel, Kernels, WeightMatrix } from "../kernels/types.js";
 import { addBias, addInPlace, applyRope, gatedActivation, rmsNorm, type Activation } from "../kernels/ops.js";
@@ -126,8 +126,6 @@ export function selfAttention(
   v: Float32Array,
   options: AttentionOptions,
 ): Float32Array {
-  // A new layer's attention: the scratch buffers of the layer before last are free again.
-  ctx.scratch.nextLayer();
   const { numHeads, numKVHeads, headDim, attentionScale, attentionSoftcap } = ctx.config;
   rotate(ctx, q, numHeads, options);
   rotate(ctx, k, numKVHeads, options);
@@ -178,4 +176,12 @@ export function gatedMlp(
     gatedActivation(g, g, u, g.length, activation);
   }
   return linear(ctx, down, g);
+}
+
+/** Runs `block` for each layer in order; each starts with the scratch of the one before free again. */
+export function forEachLayer<Layer>(ctx: ForwardContext, layers: readonly Layer[], block: (layer: Layer, index: number) => void): void {
+  for (let i = 0; i < layers.length; i++) {
+    ctx.scratch.startLayer();
+    block(layers[i]!, i);
+  }
 }

@@ -5,15 +5,13 @@
  * With kernels that offer `allocate`, the blocks live in their memory, so the
  * matmuls read their inputs and write their outputs in place (no staging copy).
  *
- * Lifetimes, so that memory stays a few layers' worth rather than growing with
+ * Lifetimes, so that memory stays one layer's worth rather than growing with
  * the layer count:
  *  - `forwardFloats`: valid until the next `begin` (the residual stream x).
- *  - `floats`: valid until the second `nextLayer` after it. The forward pass
- *    calls `nextLayer` as each layer's attention starts; by the next layer's
- *    attention, the buffers made before the previous one are dead in every
- *    pre-norm block (norm, q/k/v of a layer are consumed by its own attention
- *    and output projection). Two halves alternate: `nextLayer` switches to the
- *    other one and empties it.
+ *  - `floats`: valid until the next `startLayer`. Each architecture's
+ *    `runLayers` calls it before every block: what crosses from one block to
+ *    the next is the residual stream alone, so a block's buffers are dead once
+ *    it has added its last output to x.
  *
  * The buffers are [tokens, width] arrays, so a block's need grows with the
  * batch: `begin` sizes each block for the coming batch from the most floats a
@@ -113,19 +111,17 @@ class Region {
 
 export class ForwardScratch {
   private readonly whole: Region;
-  private readonly halves: [Region, Region];
-  private current = 0;
+  private readonly layer: Region;
 
   constructor(memory: ScratchMemory = {}) {
     this.whole = new Region(memory);
-    this.halves = [new Region(memory), new Region(memory)];
+    this.layer = new Region(memory);
   }
 
   /** Starts a forward of `tokens` tokens: frees everything handed out, and grows the blocks to what it is expected to need. */
   begin(tokens: number): void {
     this.whole.settle(tokens);
-    for (const half of this.halves) half.settle(tokens);
-    this.current = 0;
+    this.layer.settle(tokens);
   }
 
   /** `count` floats valid until the next `begin`. Not zeroed: the caller writes every element before reading it. */
@@ -133,25 +129,24 @@ export class ForwardScratch {
     return this.whole.take(count);
   }
 
-  /** `count` floats valid until the second `nextLayer` from now. Not zeroed, as above. */
+  /** `count` floats valid until the next `startLayer`. Not zeroed, as above. */
   floats(count: number): Float32Array {
-    return this.halves[this.current]!.take(count);
+    return this.layer.take(count);
   }
 
-  /** A layer's attention starts: buffers from before the previous layer's attention are free again. */
-  nextLayer(): void {
-    this.current ^= 1;
-    this.halves[this.current]!.empty();
+  /** A block starts: every buffer `floats` handed out before is free again. */
+  startLayer(): void {
+    this.layer.empty();
   }
 
   /** Bytes the blocks hold. */
   get bytes(): number {
-    return this.whole.bytes + this.halves[0].bytes + this.halves[1].bytes;
+    return this.whole.bytes + this.layer.bytes;
   }
 
   /** Hands the blocks back to the kernels' memory. */
   dispose(): void {
     this.whole.dispose();
-    for (const half of this.halves) half.dispose();
+    this.layer.dispose();
   }
 }

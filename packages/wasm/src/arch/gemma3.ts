@@ -6,7 +6,7 @@
  */
 import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
-import { forEachLayer, gatedMlp, linear, norm, normHeads, projections, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
+import { gatedMlp, linear, norm, normHeads, projections, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
 import { ropeInverseFrequencies } from "../engine/rope.js";
 import type { WeightSource } from "../engine/weights.js";
 import type { Architecture } from "./types.js";
@@ -140,7 +140,7 @@ export const gemma3: Architecture = {
     return {
       ...head,
       runLayers(ctx, x) {
-        forEachLayer(ctx, layers, (layer, i) =>
+        layers.forEach((layer, i) =>
           block(ctx, i, layer, x, config.layerWindows[i]! > 0 ? localFrequencies : globalFrequencies),
         );
       },

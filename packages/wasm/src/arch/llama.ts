@@ -4,7 +4,7 @@
  */
 import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
-import { forEachLayer, gatedMlp, linear, norm, normHeads, projections, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
+import { gatedMlp, linear, norm, normHeads, projections, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
 import type { WeightSource } from "../engine/weights.js";
 import type { Architecture, LoadedModel } from "./types.js";
 import { globalRope, hfTensorName, readSlidingWindow, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
@@ -131,7 +131,7 @@ export function loadLlamaFamily(
   return {
     ...head,
     runLayers(ctx, x) {
-      forEachLayer(ctx, layers, (layer, i) => llamaBlock(ctx, i, layer, x, rope));
+      layers.forEach((layer, i) => llamaBlock(ctx, i, layer, x, rope));
     },
   };
 }

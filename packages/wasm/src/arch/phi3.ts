@@ -7,7 +7,7 @@
 import { InferenceError } from "@infer/core";
 import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
-import { columns, forEachLayer, linear, norm, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
+import { columns, linear, norm, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
 import type { WeightSource } from "../engine/weights.js";
 import { ropeInverseFrequencies } from "../engine/rope.js";
 import { gatedActivation } from "../kernels/ops.js";
@@ -163,7 +163,7 @@ export const phi3: Architecture = {
       ...head,
       runLayers(ctx, x) {
         const rope = ropeFor(ctx.cache.contextLength);
-        forEachLayer(ctx, layers, (layer, i) => block(ctx, i, layer, x, rope));
+        layers.forEach((layer, i) => block(ctx, i, layer, x, rope));
       },
     };
   },

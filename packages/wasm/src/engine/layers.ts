@@ -1,8 +1,8 @@
 /**
  * Steps every architecture's blocks are built from: projections, norms, and
  * self-attention through the KV cache. Each returns a new [tokens, dim] buffer
- * from the forward's scratch memory: valid until the next block starts, no
- * longer (see scratch.ts), so a block must not keep buffers across layers.
+ * from the forward's scratch memory: valid until the next residual add, no
+ * longer (see scratch.ts), so a block must not keep buffers across one.
  */
 import type { AttentionKernel, Kernels, WeightMatrix } from "../kernels/types.js";
 import { addBias, addInPlace, applyRope, gatedActivation, rmsNorm, type Activation } from "../kernels/ops.js";
@@ -90,10 +90,17 @@ export function normHeads(ctx: ForwardContext, x: Float32Array, weight: Float32A
   rmsNormRows(ctx.kernels, ctx.config, x, x, weight, ctx.tokens * heads, ctx.config.headDim);
 }
 
-/** The residual connection: x [tokens, hidden] += y. */
+/**
+ * The residual connection, x [tokens, hidden] += y, which ends a sublayer
+ * (attention or MLP): every scratch buffer made since the last one went into
+ * y, so all are free afterwards (scratch.ts). A block that would read one
+ * after adding (a parallel attention + MLP block, say) needs an add that
+ * keeps them.
+ */
 export function residual(ctx: ForwardContext, x: Float32Array, y: Float32Array): void {
   if (ctx.kernels.addInPlace) ctx.kernels.addInPlace(x, y, x.length);
   else addInPlace(x, y, x.length);
+  ctx.scratch.freeLayerBuffers();
 }
 
 /** Copies rows [tokens, total] columns [start, start + width) into a new [tokens, width] buffer. */
@@ -176,12 +183,4 @@ export function gatedMlp(
     gatedActivation(g, g, u, g.length, activation);
   }
   return linear(ctx, down, g);
-}
-
-/** Runs `block` for each layer in order; each starts with the scratch of the one before free again. */
-export function forEachLayer<Layer>(ctx: ForwardContext, layers: readonly Layer[], block: (layer: Layer, index: number) => void): void {
-  for (let i = 0; i < layers.length; i++) {
-    ctx.scratch.startLayer();
-    block(layers[i]!, i);
-  }
 }

@@ -8,10 +8,10 @@
  * Lifetimes, so that memory stays one layer's worth rather than growing with
  * the layer count:
  *  - `forwardFloats`: valid until the next `begin` (the residual stream x).
- *  - `floats`: valid until the next `startLayer`. Each architecture's
- *    `runLayers` calls it before every block: what crosses from one block to
- *    the next is the residual stream alone, so a block's buffers are dead once
- *    it has added its last output to x.
+ *  - `floats`: valid until the next `freeLayerBuffers`, which the residual
+ *    add that ends each attention and MLP sublayer calls (layers.ts): only the
+ *    residual stream crosses from one sublayer to the next, so the buffers
+ *    made to compute what was just added to x are dead.
  *
  * The buffers are [tokens, width] arrays, so a block's need grows with the
  * batch: `begin` sizes each block for the coming batch from the most floats a
@@ -129,13 +129,13 @@ export class ForwardScratch {
     return this.whole.take(count);
   }
 
-  /** `count` floats valid until the next `startLayer`. Not zeroed, as above. */
+  /** `count` floats valid until the next `freeLayerBuffers`. Not zeroed, as above. */
   floats(count: number): Float32Array {
     return this.layer.take(count);
   }
 
-  /** A block starts: every buffer `floats` handed out before is free again. */
-  startLayer(): void {
+  /** Every buffer `floats` handed out before is free again. */
+  freeLayerBuffers(): void {
     this.layer.empty();
   }
 

@@ -37,7 +37,7 @@ describe("ForwardScratch", () => {
       scratch.begin(1);
       const handed = [scratch.forwardFloats(640)];
       for (let layer = 0; layer < 4; layer++) {
-        scratch.startLayer();
+        scratch.freeLayerBuffers();
         for (const size of layerSizes) handed.push(scratch.floats(size));
       }
       return handed;
@@ -64,7 +64,7 @@ describe("ForwardScratch", () => {
       scratch.begin(tokens);
       scratch.forwardFloats(tokens * 64);
       for (let layer = 0; layer < 3; layer++) {
-        scratch.startLayer();
+        scratch.freeLayerBuffers();
         for (const width of [64, 64, 256, 64]) scratch.floats(tokens * width);
       }
     };

@@ -101,20 +101,23 @@ export class VocabTokenizer implements Tokenizer {
   readonly addEos: boolean;
   readonly chatTemplate: string | undefined;
 
-  private readonly spec: VocabularySpec;
+  /** The spec less its token and merge lists, which live on as `table` and `priority` alone. */
+  private readonly spec: Omit<VocabularySpec, "tokens" | "merge">;
   private readonly table: TokenTable;
   /** Byte value -> `<0xNN>` token id (SentencePiece byte fallback). */
   private readonly byteTokens = new Int32Array(256).fill(-1);
   private readonly priority: PairPriority;
   private readonly eogSet: Set<number>;
-  private readonly pieceCache: (Uint8Array | undefined)[];
+  /** Bytes of the tokens decoded so far, by id (a Map: a generation touches a few hundred ids of a vocabulary). */
+  private readonly pieceCache = new Map<number, Uint8Array>();
   private readonly wordCache = new Map<string, number[]>();
   private matchers: { all?: SpecialTokenMatcher; userDefinedOnly?: SpecialTokenMatcher } = {};
 
   constructor(spec: VocabularySpec) {
-    this.spec = spec;
+    const { tokens, merge, ...rest } = spec;
+    this.spec = rest;
     this.source = spec.source;
-    this.vocabSize = spec.tokens.length;
+    this.vocabSize = tokens.length;
     this.bosId = spec.bosId;
     this.eosId = spec.eosId ?? spec.eosIds[0];
     this.eosIds = [...new Set(this.eosId === undefined ? spec.eosIds : [this.eosId, ...spec.eosIds])];
@@ -122,15 +125,14 @@ export class VocabTokenizer implements Tokenizer {
     this.addBos = spec.addBos && spec.bosId !== undefined;
     this.addEos = spec.addEos && this.eosId !== undefined;
     this.chatTemplate = spec.chatTemplate;
-    this.pieceCache = new Array<Uint8Array | undefined>(spec.tokens.length);
-    this.table = new TokenTable(spec.tokens);
+    this.table = new TokenTable(tokens);
 
     for (let id = 0; id < this.vocabSize; id++) {
       if (spec.kinds[id] !== TokenKind.Byte) continue;
       const hex = BYTE_TOKEN.exec(this.table.text(id));
       if (hex) this.byteTokens[parseInt(hex[1]!, 16)] = id;
     }
-    this.priority = this.makePriority(spec.merge);
+    this.priority = this.makePriority(merge);
   }
 
   private makePriority(rule: MergeRule): PairPriority {
@@ -355,10 +357,10 @@ export class VocabTokenizer implements Tokenizer {
     this.checkId(id);
     const kind = this.spec.kinds[id] ?? TokenKind.Normal;
     if (options.skipSpecialTokens && (kind === TokenKind.Control || kind === TokenKind.Unknown)) return new Uint8Array(0);
-    let bytes = this.pieceCache[id];
+    let bytes = this.pieceCache.get(id);
     if (!bytes) {
       bytes = this.renderPiece(id, kind);
-      this.pieceCache[id] = bytes;
+      this.pieceCache.set(id, bytes);
     }
     return bytes;
   }

@@ -145,7 +145,9 @@ export function selfAttention(
     let end = t + 1;
     while (end < ctx.tokens && ctx.seqIds[end] === ctx.seqIds[t] && ctx.positions[end] === ctx.positions[end - 1]! + 1) end++;
     const at = cache.offset(ctx.seqIds[t]!, ctx.positions[t]!);
-    cache.store(layer, at, k.subarray(t * kvDim, end * kvDim), v.subarray(t * kvDim, end * kvDim));
+    // The whole batch as one run (a decode step, one sequence's prompt chunk) stores k and v as they are, no views.
+    const whole = t === 0 && end === ctx.tokens;
+    cache.store(layer, at, whole ? k : k.subarray(t * kvDim, end * kvDim), whole ? v : v.subarray(t * kvDim, end * kvDim));
     t = end;
   }
   const out = ctx.scratch.floats(ctx.tokens * numHeads * headDim);

@@ -25,6 +25,7 @@
 
 /** Floats per alignment unit: 16 floats = 64 bytes, a cache line (and what SIMD loads like). */
 const ALIGN_FLOATS = 16;
+const VIEW_CACHE_LIMIT = 512;
 
 export interface ScratchMemory {
   allocate?(byteLength: number, align?: number): Uint8Array;
@@ -44,6 +45,14 @@ class Region {
   private used = 0;
   /** Most floats in use at once since the last `settle`. */
   private needed = 0;
+  /**
+   * Views of the block handed out before, by start and then length: a decode
+   * step asks for the same buffers every token, and a new typed-array object
+   * for each was most of the JavaScript garbage a token made. Cleared when it
+   * holds VIEW_CACHE_LIMIT views (prompt chunks of many sizes) or the block goes.
+   */
+  private readonly views = new Map<number, Float32Array[]>();
+  private viewCount = 0;
   /** Tokens in the batch since the last `settle`, and the most floats a token has needed in any batch. */
   private tokens = 0;
   private perToken = 0;
@@ -55,7 +64,7 @@ class Region {
     const end = start + count;
     this.used = end;
     this.needed = Math.max(this.needed, end);
-    if (end <= this.block.length) return this.block.subarray(start, end);
+    if (end <= this.block.length) return this.view(start, count);
     if (!this.memory.allocate) return new Float32Array(count);
     let spare = this.overflow.find((chunk) => !chunk.taken && chunk.bytes.byteLength >= count * 4);
     if (!spare) {
@@ -64,6 +73,25 @@ class Region {
     }
     spare.taken = true;
     return new Float32Array(spare.bytes.buffer, spare.bytes.byteOffset, count);
+  }
+
+  private view(start: number, count: number): Float32Array {
+    let views = this.views.get(start);
+    if (views === undefined) {
+      if (this.viewCount >= VIEW_CACHE_LIMIT) this.forgetViews();
+      views = [];
+      this.views.set(start, views);
+    }
+    for (let i = 0; i < views.length; i++) if (views[i]!.length === count) return views[i]!;
+    const view = this.block.subarray(start, start + count);
+    views.push(view);
+    this.viewCount++;
+    return view;
+  }
+
+  private forgetViews(): void {
+    this.views.clear();
+    this.viewCount = 0;
   }
 
   empty(): void {
@@ -100,6 +128,7 @@ class Region {
 
   private replace(floats: number): void {
     this.dispose();
+    this.forgetViews();
     if (this.memory.allocate) {
       this.blockBytes = this.memory.allocate(floats * 4, 64);
       this.block = new Float32Array(this.blockBytes.buffer, this.blockBytes.byteOffset, floats);

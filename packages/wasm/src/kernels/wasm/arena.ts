@@ -29,6 +29,7 @@ export class SharedArena {
   private readonly freeRanges: Range[] = [];
   /** Size of each live allocation, by address. */
   private readonly live = new Map<number, number>();
+  private ints: Int32Array = new Int32Array(0);
   /** Bytes at or above this were never handed out: still the zeros memory.grow gave them. */
   private neverUsedFrom: number;
 
@@ -84,6 +85,12 @@ export class SharedArena {
   /** Bytes of the memory as of its latest growth, for copying in and out. */
   get heap(): Uint8Array {
     return this.bytes;
+  }
+
+  /** The memory as int32s (index = address / 4), as of its latest growth. */
+  get heapInts(): Int32Array {
+    if (this.ints.buffer !== this.bytes.buffer) this.ints = new Int32Array(this.bytes.buffer);
+    return this.ints;
   }
 
   /** The address of a view into this memory, or undefined for a view of any other buffer. */

@@ -90,9 +90,11 @@ export class AttentionHost {
     const valuesAddress = arena.addressOf(values) ?? this.stageCache(values, this.valueStage, p, slots, rowBytes);
     const qAddress = ctx.floatsIn(q, tokens * width, this.qStage);
     const tokenAddress = this.tokenStage.ensure(tokens * 8);
-    const tokenInts = new Int32Array(arena.heap.buffer, tokenAddress, tokens * 2); // [positions | seqIds]
-    tokenInts.set(p.positions.subarray(0, tokens));
-    tokenInts.set(p.seqIds.subarray(0, tokens), tokens);
+    const tokenInts = arena.heapInts; // [positions | seqIds] at tokenAddress
+    for (let t = 0, at = tokenAddress >> 2; t < tokens; t++, at++) {
+      tokenInts[at] = p.positions[t]!;
+      tokenInts[at + tokens] = p.seqIds[t]!;
+    }
     const outAddress = arena.addressOf(out) ?? this.outStage.ensure(tokens * width * 4);
     const scoresStride = Math.ceil(ctx.exports.attentionScratchBytes(slotLength, numHeads / numKVHeads, headDim, encoding) / 64) * 64;
     const scores = this.scores.ensure(scoresStride * ctx.pool.threads);

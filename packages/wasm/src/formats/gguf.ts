@@ -278,9 +278,10 @@ function readStrings(cursor: GgufCursor, field: string): PackedStrings {
     const fits = position + 8 <= source.length && view.getUint32(position + 4, true) === 0;
     const length = fits ? view.getUint32(position, true) : 0;
     if (!fits || length > source.length - position - 8) {
-      // The cursor's own checks word the failure (and always throw here).
+      // The cursor's own checks word a length beyond the file; past them, the length needs a high word.
       cursor.position = position;
       cursor.count(`${field}[${i}] (string length)`, 1);
+      throw cursor.fail(`${field}[${i}]`, "is a string of 4 GiB or more");
     }
     position += 8 + length;
     const end = starts[i]! + length;

@@ -298,6 +298,15 @@ describe("GGUF validation", () => {
     assertInferenceError(parseBad(floats), "MODEL_FORMAT", ['metadata["s"]', "array length"]);
   });
 
+  it("a string of an array longer than the file (a 4 GiB one included) names its index", () => {
+    const tokens = (second: (b: ByteBuilder) => ByteBuilder) =>
+      tinyGguf({ kv: (b) => second(b.str("tokenizer.ggml.tokens").u32(GgufValueType.ARRAY).u32(GgufValueType.STRING).u64(2n).str("ok")) });
+    assertInferenceError(parseBad(tokens((b) => b.u64(2n ** 20n))), "MODEL_FORMAT", ["bad.gguf", 'metadata["tokenizer.ggml.tokens"][1]', "string length"]);
+    assertInferenceError(parseBad(tokens((b) => b.u64(2n ** 32n))), "MODEL_FORMAT", ["bad.gguf", 'metadata["tokenizer.ggml.tokens"][1]', "string length"]);
+    const fine = parseGguf(tokens((b) => b.str("ü")), "fine.gguf");
+    assert.deepEqual(getStringArray(fine.metadata, "tokenizer.ggml.tokens", true).toArray(), ["ok", "ü"]);
+  });
+
   it("unknown metadata value types", () => {
     assertInferenceError(parseBad(tinyGguf({ kv: (b) => b.str("odd").u32(13).u32(0) })), "MODEL_FORMAT", ["bad.gguf", 'metadata["odd"]', "13"]);
     const item = tinyGguf({ kv: (b) => b.str("odd").u32(GgufValueType.ARRAY).u32(42).u64(1) });

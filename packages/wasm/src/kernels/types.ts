@@ -99,6 +99,8 @@ export interface Kernels {
   readonly rope?: typeof applyRope;
   readonly addInPlace?: typeof addInPlace;
   readonly addBias?: typeof addBias;
+  /** The index of the largest value, as @infer/core's `argmax` gives it (greedy decoding's pick). */
+  readonly argmax?: (values: Float32Array) => number;
   /** Causal attention over the KV cache; the engine uses the reference attention when absent. */
   attention?: AttentionKernel;
   /**

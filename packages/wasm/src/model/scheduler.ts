@@ -1,4 +1,5 @@
 import {
+  applyRepeatPenalty,
   type FinishReason,
   InferenceError,
   Rng,
@@ -73,13 +74,21 @@ export class Sequence {
   }
 
   /** Consumes the logits for this sequence's last pending token: samples, checks the ends. */
-  accept(logits: Float32Array, contextLength: number): void {
+  accept(logits: Float32Array, contextLength: number, argmaxOf?: (values: Float32Array) => number): void {
     const { sampler } = this.request;
     const recent = sampler.repeatPenalty !== 1 ? this.recentIds(sampler.repeatLastN) : [];
     if (this.request.captureLogits) this.lastLogits = Float32Array.from(logits);
     // Log-probabilities describe the model's distribution: kept from before the penalty changes the logits.
     const raw = this.request.logprobs === undefined ? undefined : Float32Array.from(logits);
-    const id = sampleToken(logits, sampler, this.rng, recent);
+    // Greedy is the penalty and then the largest logit (sampleToken's own path, which draws nothing
+    // from the rng), with the kernels' argmax when they have one: a vocabulary of compares a token.
+    let id: number;
+    if (sampler.temperature <= 0 && argmaxOf) {
+      applyRepeatPenalty(logits, recent, sampler.repeatPenalty);
+      id = argmaxOf(logits);
+    } else {
+      id = sampleToken(logits, sampler, this.rng, recent);
+    }
     this.advance(this.pending.length);
     this.inPrompt = false;
     if (this.request.endIds.has(id)) {
@@ -214,7 +223,7 @@ export class DecodeScheduler {
       if (take < seq.pending.length) {
         seq.advance(take); // part of a long prompt: no logits yet
       } else {
-        seq.accept(logits.subarray(row * vocab, (row + 1) * vocab), this.contextLength);
+        seq.accept(logits.subarray(row * vocab, (row + 1) * vocab), this.contextLength, this.transformer.kernels.argmax);
         row++;
       }
     }

@@ -5,12 +5,13 @@
 // These run on the calling thread alone (no worker-pool job), so one thread covers them.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { argmax } from "@infer/core";
 import { addBias, addInPlace, applyRope, rmsNorm, type RopeMode } from "../../src/kernels/ops.js";
 import type { Kernels } from "../../src/kernels/types.js";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import { assertInferenceError, random, randomActivations } from "./helpers.js";
 
-type WasmKernels = Required<Pick<Kernels, "rmsNorm" | "rope" | "addInPlace" | "addBias" | "allocate">> & Kernels;
+type WasmKernels = Required<Pick<Kernels, "rmsNorm" | "rope" | "addInPlace" | "addBias" | "argmax" | "allocate">> & Kernels;
 
 describe("wasm elementwise kernels", () => {
   let kernels: WasmKernels;
@@ -106,6 +107,38 @@ describe("wasm elementwise kernels", () => {
       kernels.addBias(biasedHere, bias, rows);
       assertSameBits(biasedHere, biased, `addBias, ${rows} x ${dim}`);
     }
+  });
+
+  it("argmax gives @infer/core's index: the first of equal largest values, NaNs skipped, 0 for nothing above -Infinity", () => {
+    const next = random(23);
+    const cases: [string, Float32Array][] = [];
+    for (const length of [1, 3, 7, 8, 9, 15, 16, 17, 33, 1000, 49152]) cases.push([`random ${length}`, randomActivations(length, next)]);
+    // Ties within a lane, across lanes and in the tail; the maximum in each position mod 8.
+    const ties = new Float32Array(37).fill(1);
+    for (const at of [4, 9, 20, 36]) ties[at] = 5;
+    cases.push(["ties", ties]);
+    for (let at = 0; at < 19; at++) {
+      const one = new Float32Array(19).fill(-2);
+      one[at] = 3;
+      cases.push([`max at ${at}`, one]);
+    }
+    const nans = new Float32Array(21).fill(Number.NaN);
+    nans[13] = -1e30;
+    cases.push(["NaNs around one value", nans]);
+    cases.push(["all NaN", new Float32Array(12).fill(Number.NaN)]);
+    cases.push(["all -Infinity", new Float32Array(10).fill(-Infinity)]);
+    const infinity = randomActivations(30, next);
+    infinity[29] = Infinity;
+    infinity[11] = Infinity;
+    cases.push(["+Infinity twice", infinity]);
+    cases.push(["zeros of both signs", Float32Array.of(-0, 0, -0, 0, 0, 0, 0, 0, 0)]);
+    for (const [what, values] of cases) {
+      const expected = argmax(values);
+      assert.equal(kernels.argmax(inKernelMemory(values)), expected, what);
+      assert.equal(kernels.argmax(values), expected, `${what}, outside the kernels' memory`);
+    }
+    const empty = inKernelMemory(new Float32Array(0));
+    assert.equal(kernels.argmax(empty), argmax(new Float32Array(0)));
   });
 
   it("rejects shapes that do not fit the buffers with INTERNAL, writing nothing", () => {

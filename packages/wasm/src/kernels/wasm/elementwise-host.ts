@@ -4,7 +4,7 @@
  * the same bits as ops.ts. Buffers that live elsewhere go to ops.ts itself:
  * staging them in and out would cost what the kernel saves.
  */
-import { InferenceError } from "@infer/core";
+import { argmax, InferenceError } from "@infer/core";
 import { addBias, addInPlace, applyRope, rmsNorm, rotationTable } from "../ops.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
@@ -59,6 +59,14 @@ export class ElementwiseHost {
       this.stagedTable = table;
     }
     this.ctx.exports.rope(xAt, tokens, heads, headDim, this.stagedCos, this.stagedSin, pairs, mode === "neox" ? 1 : 0);
+  };
+
+  /** @infer/core's argmax (the same index: the first of the largest, NaNs skipped) over logits in the arena. */
+  readonly argmax = (values: Float32Array): number => {
+    const at = this.ctx.arena.addressOf(values);
+    if (at === undefined) return argmax(values);
+    this.ctx.checkOpen();
+    return this.ctx.exports.argmax(at, values.length);
   };
 
   readonly addInPlace: typeof addInPlace = (x, y, count = x.length) => {

@@ -155,6 +155,7 @@ class WasmKernels implements Kernels {
     this.rope = this.elementwise.rope;
     this.addInPlace = this.elementwise.addInPlace;
     this.addBias = this.elementwise.addBias;
+    this.argmax = this.elementwise.argmax;
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -175,6 +176,7 @@ class WasmKernels implements Kernels {
 
   // The host halves' own functions (no forwarding closure with rest arguments: these run ~200 times a token).
   readonly rmsNorm: typeof rmsNorm;
+  readonly argmax: (values: Float32Array) => number;
   readonly rope: typeof applyRope;
   readonly addInPlace: typeof addInPlace;
   readonly addBias: typeof addBias;

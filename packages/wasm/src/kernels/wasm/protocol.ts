@@ -39,6 +39,7 @@ export interface KernelExports {
   rmsNorm(out: number, x: number, weight: number, rows: number, dim: number, eps: number, unitOffset: number): void;
   rope(x: number, tokens: number, heads: number, headDim: number, cos: number, sin: number, pairs: number, neox: number): void;
   addRepeated(x: number, y: number, count: number, period: number): void;
+  argmax(x: number, count: number): number;
   attention(
     out: number,
     q: number,

@@ -131,16 +131,19 @@ export function topKIndices(logits: Float32Array, k: number): number[] {
 
 /**
  * Picks the next token from `logits` (modified in place by the penalty).
- * `recent` holds the tokens the repeat penalty looks at.
+ * `recent` holds the tokens the repeat penalty looks at. `greedyPick` finds the
+ * largest logit when temperature is 0: a backend may pass a faster one that
+ * gives `argmax`'s index (the first of equal largest values, NaNs skipped).
  */
 export function sampleToken(
   logits: Float32Array,
   settings: SamplerSettings,
   rng: Rng,
   recent: ArrayLike<number> = [],
+  greedyPick: (logits: Float32Array) => number = argmax,
 ): number {
   applyRepeatPenalty(logits, recent, settings.repeatPenalty);
-  if (settings.temperature <= 0) return argmax(logits);
+  if (settings.temperature <= 0) return greedyPick(logits);
 
   // Candidates, best first. Without top-k, a min-p cut keeps the sort small.
   let candidates: number[];

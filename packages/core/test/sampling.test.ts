@@ -32,6 +32,19 @@ test("temperature 0 is argmax; ties go to the lowest id", () => {
   assert.equal(argmax([1, 5, 2]), 1);
 });
 
+test("temperature 0 hands the penalized logits to a given greedy pick, and only then", () => {
+  const seen: number[][] = [];
+  const pick = (logits: Float32Array) => {
+    seen.push(Array.from(logits));
+    return 3;
+  };
+  const logits = Float32Array.from([4, 1, -2, 0]);
+  assert.equal(sampleToken(logits, settings({ temperature: 0, repeatPenalty: 2 }), new Rng(1), [0, 2], pick), 3);
+  assert.deepEqual(seen, [[2, 1, -4, 0]], "the penalty is applied before the pick");
+  sampleToken(Float32Array.from([4, 1, -2, 0]), settings({ temperature: 0.7 }), new Rng(1), [], pick);
+  assert.equal(seen.length, 1, "sampling at a temperature does not use the greedy pick");
+});
+
 test("top-k keeps exactly the k best", () => {
   const logits = Float32Array.from([5, 1, 4, 2, 3]);
   assert.deepEqual(topKIndices(logits, 3), [0, 2, 4]);

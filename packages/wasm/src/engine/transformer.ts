@@ -101,8 +101,8 @@ export class Transformer {
   }
 
   /**
-   * A [rows, vocab] buffer for forward's `logitsInto`, reused by later calls
-   * (a larger request replaces it). It lives in the kernels' memory when they
+   * A buffer of at least [rows, vocab] floats for forward's `logitsInto`, reused
+   * by later calls (a larger request replaces it). It lives in the kernels' memory when they
    * have one, so the output projection writes the logits in place instead of
    * into a staging buffer copied out (a vocabulary of floats every token).
    */
@@ -113,7 +113,7 @@ export class Transformer {
       this.logitsMemory = this.kernels.allocate?.(needed * 4, 64);
       this.logits = this.logitsMemory ? new Float32Array(this.logitsMemory.buffer, this.logitsMemory.byteOffset, needed) : new Float32Array(needed);
     }
-    return this.logits.subarray(0, needed);
+    return this.logits;
   }
 
   /** Frees what the kernels hold (workers, WebAssembly memory). */

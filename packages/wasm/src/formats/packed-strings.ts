@@ -13,6 +13,12 @@
 const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 const encoder = new TextEncoder();
 
+/** Whether a[aStart, aStart + length) and b[bStart, bStart + length) hold the same bytes. */
+export function sameBytes(a: Uint8Array, aStart: number, b: Uint8Array, bStart: number, length: number): boolean {
+  for (let i = 0; i < length; i++) if (a[aStart + i] !== b[bStart + i]) return false;
+  return true;
+}
+
 export class PackedStrings implements Iterable<string> {
   /**
    * `bytes` holds the items back to back; item i is bytes[starts[i], starts[i + 1]).
@@ -63,10 +69,7 @@ export class PackedStrings implements Iterable<string> {
     const found: number[] = [];
     for (let i = 0; i < this.length; i++) {
       const start = this.starts[i]!;
-      if (this.starts[i + 1]! - start !== wanted.length) continue;
-      let same = true;
-      for (let k = 0; k < wanted.length && same; k++) same = this.bytes[start + k] === wanted[k];
-      if (same) found.push(i);
+      if (this.starts[i + 1]! - start === wanted.length && sameBytes(this.bytes, start, wanted, 0, wanted.length)) found.push(i);
     }
     return found;
   }

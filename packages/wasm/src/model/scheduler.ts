@@ -1,5 +1,4 @@
 import {
-  applyRepeatPenalty,
   type FinishReason,
   InferenceError,
   Rng,
@@ -80,15 +79,8 @@ export class Sequence {
     if (this.request.captureLogits) this.lastLogits = Float32Array.from(logits);
     // Log-probabilities describe the model's distribution: kept from before the penalty changes the logits.
     const raw = this.request.logprobs === undefined ? undefined : Float32Array.from(logits);
-    // Greedy is the penalty and then the largest logit (sampleToken's own path, which draws nothing
-    // from the rng), with the kernels' argmax when they have one: a vocabulary of compares a token.
-    let id: number;
-    if (sampler.temperature <= 0 && argmaxOf) {
-      applyRepeatPenalty(logits, recent, sampler.repeatPenalty);
-      id = argmaxOf(logits);
-    } else {
-      id = sampleToken(logits, sampler, this.rng, recent);
-    }
+    // Greedy decoding uses the kernels' argmax when they have one: a vocabulary of compares a token.
+    const id = sampleToken(logits, sampler, this.rng, recent, argmaxOf);
     this.advance(this.pending.length);
     this.inPrompt = false;
     if (this.request.endIds.has(id)) {

@@ -5,7 +5,7 @@
  * 15-20 MiB of JavaScript heap; this holds about a tenth, outside the heap.
  * Lookups compare bytes, as llama.cpp's token-to-id map does.
  */
-import { PackedStrings } from "../formats/packed-strings.js";
+import { PackedStrings, sameBytes } from "../formats/packed-strings.js";
 
 const encoder = new TextEncoder();
 const RECENT_LOOKUPS = 16384;
@@ -81,11 +81,6 @@ export class TokenTable {
       if (starts[id + 1]! - at === length && sameBytes(stored, at, bytes, start, length)) return slot;
     }
   }
-}
-
-function sameBytes(a: Uint8Array, aStart: number, b: Uint8Array, bStart: number, length: number): boolean {
-  for (let i = 0; i < length; i++) if (a[aStart + i] !== b[bStart + i]) return false;
-  return true;
 }
 
 /**

@@ -2,6 +2,7 @@ import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
+import { createDraftPredictor } from "./draft-predictor.js";
 import { assertAdapterMetadata, assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
 import { assertContextFits, assertKvTypeFits } from "./memory.js";
 import { LlamaCppModel } from "./model.js";
@@ -73,14 +74,12 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
       draft = { model: draftModel, context: draftContext };
     }
 
-    const { DraftSequenceTokenPredictor } = await nodeLlamaCpp();
-    // minTokens: the target waits for a few drafted tokens and verifies them in
-    // one batch (classic speculative decoding) rather than racing the draft.
+    const library = await nodeLlamaCpp();
     const sequences = [];
     for (let i = 0; i < slots; i++) {
       sequences.push(
         draft
-          ? context.getSequence({ tokenPredictor: new DraftSequenceTokenPredictor(draft.context.getSequence(), { minTokens: 4 }) })
+          ? context.getSequence({ tokenPredictor: createDraftPredictor(library, draft.context.getSequence()) })
           : context.getSequence(),
       );
     }

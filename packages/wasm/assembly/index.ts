@@ -102,7 +102,10 @@ export function decodeSinkBytes(): i32 {
 
 /**
  * out[b, r] = W[r, :] · x[b, :] for rowStart <= r < rowEnd and b < batch.
- * w: [rows, rowBytes] in the stored encoding; out: [batch, rows] f32.
+ * w: [rows, rowBytes] in the stored encoding. out: the f32 result of row
+ * rowStart for activation row 0; activation row b's results start outStride
+ * floats after row b - 1's (rows for a whole [batch, rows] output, less for a
+ * thread's own tile of it: the gated MLP's up products).
  * Float types read x: [batch, cols] f32; quantized types read the quantized
  * activations xq: [batch, cols] i16 and xd, xs, xb: [batch, cols / 32] f32
  * (see quantize.ts; for batches of EIGHT_TOKEN_PASS_FROM or more, xq and xd continue with the copies interleaved
@@ -128,9 +131,10 @@ export function matmul(
   scratch: usize,
   rowStart: i32,
   rowEnd: i32,
+  outStride: i32,
 ): void {
   if (batch > 1 && type != F32) {
-    matmulDecoded(type, out, w, rows, cols, x, xq, xd, xs, xb, batch, scratch, rowStart, rowEnd);
+    matmulDecoded(type, out, w, rows, cols, x, xq, xd, xs, xb, batch, scratch, rowStart, rowEnd, outStride);
     return;
   }
   const stride = <usize>rowBytes(type, cols);
@@ -178,7 +182,7 @@ export function matmul(
         default:
           unreachable();
       }
-      store<f32>(out + ((<usize>b * <usize>rows + <usize>r) << 2), value);
+      store<f32>(out + ((<usize>b * <usize>outStride + <usize>(r - rowStart)) << 2), value);
     }
   }
 }
@@ -198,6 +202,7 @@ function matmulDecoded(
   scratch: usize,
   rowStart: i32,
   rowEnd: i32,
+  outStride: i32,
 ): void {
   const stride = <usize>rowBytes(type, cols);
   const blocks = cols / 32;
@@ -249,16 +254,16 @@ function matmulDecoded(
         decodeRow(plainLegacy(type), plainRow, cols, decoded, rowScales, rowMins); // Q5_0_X4 / Q5_1_X4: a tail row
       }
     }
-    const tileOut = out + (<usize>r << 2);
-    const outStride = <usize>rows << 2; // bytes from one activation row's outputs to the next
+    const tileOut = out + (<usize>(r - rowStart) << 2);
+    const outStrideBytes = <usize>outStride << 2; // from one activation row's outputs to the next
     if (halves) {
       packRowsF32(scratch, cols, packed);
       for (let b = 0; b < batch; b += 2) {
         // Activation rows in pairs; an odd last row is paired with itself (the same arithmetic per row).
         const second = min(b + 1, batch - 1);
         dotPackedRowsF32x2(packed, scratch, cols, x + <usize>b * <usize>cols * 4, x + <usize>second * <usize>cols * 4, results, results + 16);
-        storeLanes(tileOut + <usize>b * outStride, v128.load(results), count);
-        if (second > b) storeLanes(tileOut + <usize>second * outStride, v128.load(results, 16), count);
+        storeLanes(tileOut + <usize>b * outStrideBytes, v128.load(results), count);
+        if (second > b) storeLanes(tileOut + <usize>second * outStrideBytes, v128.load(results, 16), count);
       }
       continue;
     }
@@ -278,7 +283,7 @@ function matmulDecoded(
         const rowBlocks = <usize>(b + j) * rowValuesBytes;
         if (type == Q4_K || type == Q5_K) value = f32x4.sub(value, minimumsTerm4(mins4, xs + rowBlocks, blocks));
         else if (hasMinimums(type)) value = f32x4.sub(value, minimumsTerm4Quantized(mins4, xd + rowBlocks, xb + rowBlocks, blocks));
-        storeLanes(tileOut + <usize>(b + j) * outStride, value, count);
+        storeLanes(tileOut + <usize>(b + j) * outStrideBytes, value, count);
       }
       b += tokens;
     }
@@ -305,7 +310,7 @@ function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i
     else if (type == Q5_0_X4) values = dotQ5_0Group(g, xq, xd, xb, blocks, sink);
     else values = dotQ5_1Group(g, xq, xd, xb, blocks, sink);
     const end = min(group + 4, rowEnd);
-    for (; r < end; r++) storeLane(out + (<usize>r << 2), values, r - group);
+    for (; r < end; r++) storeLane(out + (<usize>(r - rowStart) << 2), values, r - group);
   }
   for (; r < rowEnd; r++) {
     const row = w + <usize>r * stride;
@@ -313,7 +318,7 @@ function matmulInterleaved(type: i32, out: usize, w: usize, rows: i32, blocks: i
     if (type == Q4_0_X4) value = dotQ4_0(row, xq, xd, xb, blocks);
     else if (type == Q8_0_X4) value = dotQ8_0(row, xq, xd, blocks);
     else value = dotLegacy(plainLegacy(type), row, xq, xd, xb, blocks);
-    store<f32>(out + (<usize>r << 2), value);
+    store<f32>(out + (<usize>(r - rowStart) << 2), value);
   }
 }
 

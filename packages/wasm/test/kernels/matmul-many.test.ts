@@ -100,6 +100,31 @@ for (const threads of [1, 2, 3, 4]) {
       });
     }
 
+    it("a long batch: each thread's rows go through its tile of up products several times", () => {
+      // 102 rows (not a whole number of four-row groups) by 600 tokens: gatedTileRows(600) = 24
+      // rows a tile, so one thread's rows take five tiles and a last partial one.
+      const next = random(34);
+      const [rows, cols, batch] = [102, 96, 600];
+      for (const [gateType, upType] of [
+        [GgmlType.Q8_0, GgmlType.Q4_0],
+        [GgmlType.F16, GgmlType.Q8_0],
+      ] as const) {
+        const gate = randomMatrix(gateType, rows, cols, next);
+        const up = randomMatrix(upType, rows, cols, next);
+        const x = randomActivations(batch * cols, next);
+        const [g, u] = separately([gate, up], x, batch);
+        const expected = new Float32Array(batch * rows);
+        gatedActivation(expected, g!, u!, expected.length, "silu");
+        const out = new Float32Array(batch * rows).fill(NaN);
+        kernels.matmulGated!(out, gate, up, x, batch, "silu");
+        for (let i = 0; i < out.length; i++) {
+          const bound = 2 ** -20 * Math.abs(u![i]!) * (1 + Math.abs(g![i]!));
+          const error = Math.abs(out[i]! - expected[i]!);
+          assert.ok(error <= bound, `${GgmlType[gateType]}/${GgmlType[upType]} out[${i}] = ${out[i]}, expected ${expected[i]}`);
+        }
+      }
+    });
+
     function separately(ws: WeightMatrix[], x: Float32Array, batch: number): Float32Array[] {
       return ws.map((w) => {
         const out = new Float32Array(batch * w.rows);

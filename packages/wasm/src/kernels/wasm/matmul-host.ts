@@ -10,7 +10,7 @@ import { referenceMatmul } from "../reference.js";
 import { gatedActivation, type Activation } from "../ops.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
-import { JobArgs, MAX_MATRICES, Op } from "./protocol.js";
+import { gatedTileRows, JobArgs, MAX_MATRICES, Op } from "./protocol.js";
 
 /** Types kernels.wasm reads itself; others go through the reference kernel. */
 const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
@@ -216,11 +216,12 @@ export class MatmulHost {
     const args = this.prepare(x, batch, cols, activationNeeds(gate.type) | activationNeeds(up.type), 2);
     const outAddress = this.ctx.arena.addressOf(out) ?? this.outStage.ensure(count * 4);
     // The gate's products go straight to out, which the activation then rewrites in place (it
-    // reads each element before storing it): no [batch, rows] staging buffer for them.
-    const upAddress = this.upStage.ensure(count * 4);
+    // reads each element before storing it); the up products to a tile per thread (gatedRows).
+    const tileBytes = Math.ceil((batch * gatedTileRows(batch) * 4) / 64) * 64;
+    const upTiles = this.upStage.ensure(tileBytes * this.ctx.pool.threads);
     args.add(gate.type).add(outAddress).add(this.ctx.residentAddress(gate.data, gateBytes)).add(rows);
-    args.add(up.type).add(upAddress).add(this.ctx.residentAddress(up.data, upBytes)).add(rows);
-    args.add(outAddress).add(activation === "silu" ? 0 : 1);
+    args.add(up.type).add(upTiles).add(this.ctx.residentAddress(up.data, upBytes)).add(rows);
+    args.add(outAddress).add(activation === "silu" ? 0 : 1).add(tileBytes);
     this.ctx.pool.run(Op.GATED, args, this.ctx.threadsFor((gateBytes + upBytes) * batch));
     this.ctx.copyOut(out, outAddress, count);
   }

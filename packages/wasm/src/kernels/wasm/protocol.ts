@@ -34,8 +34,9 @@ export interface KernelExports {
     scratch: number,
     rowStart: number,
     rowEnd: number,
+    outStride: number,
   ): void;
-  gatedActivation(out: number, gate: number, up: number, rows: number, batch: number, rowStart: number, rowEnd: number, kind: number): void;
+  gatedActivation(out: number, gate: number, up: number, rows: number, batch: number, rowStart: number, rowEnd: number, kind: number, upStride: number): void;
   rmsNorm(out: number, x: number, weight: number, rows: number, dim: number, eps: number, unitOffset: number): void;
   rope(x: number, tokens: number, heads: number, headDim: number, cos: number, sin: number, pairs: number, neox: number): void;
   addRepeated(x: number, y: number, count: number, period: number): void;
@@ -208,12 +209,21 @@ export function nextTicket(ticket: number, threads: number): number {
 }
 
 /** Rows [from, to) of matrix m of a MATMUL-shaped job, on thread `index`'s decode scratch. */
-function matmulRows(exports: KernelExports, control: Int32Array, index: number, m: number, from: number, to: number): void {
+function matmulRows(
+  exports: KernelExports,
+  control: Int32Array,
+  index: number,
+  m: number,
+  from: number,
+  to: number,
+  out = (control[Slot.ARGS + 11 + 4 * m]! >>> 0) + from * 4,
+  outStride = control[Slot.ARGS + 13 + 4 * m]!,
+): void {
   const a = Slot.ARGS;
   const at = a + 10 + 4 * m;
   exports.matmul(
     control[at]!,
-    control[at + 1]! >>> 0,
+    out,
     control[at + 2]! >>> 0,
     control[at + 3]!,
     control[a]!,
@@ -226,6 +236,7 @@ function matmulRows(exports: KernelExports, control: Int32Array, index: number, 
     (control[a + 7]! >>> 0) + index * control[a + 8]!,
     from,
     to,
+    outStride,
   );
 }
 
@@ -276,12 +287,31 @@ function matmulJoinedRows(exports: KernelExports, control: Int32Array, index: nu
   }
 }
 
-/** GATED: rows [start, end) of gate and up, then the activation of those rows. */
+/** Floats of one thread's tile of up products in a GATED job: 64 KiB, which stays in its core's L2 cache. */
+const GATED_TILE_FLOATS = 16384;
+
+/** Rows of gate and up a thread computes at a time in a GATED job over `batch` activation rows (a multiple of four). */
+export function gatedTileRows(batch: number): number {
+  return Math.max(4, Math.floor(GATED_TILE_FLOATS / batch) & ~3);
+}
+
+/**
+ * GATED: rows [start, end) of gate and up, gatedTileRows at a time: the gate's
+ * products go to out, the up products to this thread's tile, and the
+ * activation combines them in out while the tile is in cache. (A [batch, rows]
+ * buffer for all of up would cost 2.4 MiB for a 128-token chunk of Qwen2.5.)
+ */
 function gatedRows(exports: KernelExports, control: Int32Array, index: number, start: number, end: number): void {
   const a = Slot.ARGS;
-  matmulRows(exports, control, index, 0, start, end);
-  matmulRows(exports, control, index, 1, start, end);
-  exports.gatedActivation(control[a + 18]! >>> 0, control[a + 11]! >>> 0, control[a + 15]! >>> 0, control[a + 13]!, control[a + 6]!, start, end, control[a + 19]!);
+  const batch = control[a + 6]!;
+  const step = gatedTileRows(batch);
+  const tile = (control[a + 15]! >>> 0) + index * control[a + 20]!;
+  for (let from = start; from < end; from += step) {
+    const to = Math.min(end, from + step);
+    matmulRows(exports, control, index, 0, from, to);
+    matmulRows(exports, control, index, 1, from, to, tile, step);
+    exports.gatedActivation(control[a + 18]! >>> 0, control[a + 11]! >>> 0, tile, control[a + 13]!, batch, from, to, control[a + 19]!, step);
+  }
 }
 
 /** Runs thread `index`'s share (of `threads`) of the job in the control block. */

@@ -16,7 +16,7 @@ import { findTypeInfo, typeName } from "./ggml-types.js";
 import { GGUF_SCALAR_BYTES, GgufMetadata, GgufValueType, valueTypeName } from "./gguf-values.js";
 import { PackedStrings } from "./packed-strings.js";
 import type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
-import { readWholeFile } from "./read-file.js";
+import { type FileBufferAllocator, readRange, readWholeFile, withOpenFile } from "./read-file.js";
 
 export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 export const GGUF_DEFAULT_ALIGNMENT = 32;
@@ -35,7 +35,8 @@ export interface GgufTensorInfo {
   byteLength: number;
 }
 
-export interface GgufFile {
+/** What a GGUF file says before its tensor data: everything but the weights. */
+export interface GgufHeader {
   source: string;
   version: number;
   metadata: GgufMetadata;
@@ -44,10 +45,19 @@ export interface GgufFile {
   alignment: number;
   /** Absolute offset where the tensor data section starts. */
   dataOffset: number;
+}
+
+export interface GgufFile extends GgufHeader {
   bytes: Uint8Array;
   /** The tensor's bytes: a view into `bytes`, not a copy. */
   tensorData(info: GgufTensorInfo): Uint8Array;
 }
+
+/**
+ * Thrown by the parser when a header goes on past the bytes read so far but
+ * within the file: readGgufHeader then reads a longer prefix.
+ */
+class BeyondPrefix extends Error {}
 
 class GgufCursor {
   readonly view: DataView;
@@ -55,9 +65,11 @@ class GgufCursor {
   // ignoreBOM keeps a leading U+FEFF: a string reads as exactly its bytes.
   private readonly decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
+  /** `bytes`: the file, or a prefix of it (then a read past them throws BeyondPrefix). */
   constructor(
     readonly bytes: Uint8Array,
     readonly source: string,
+    readonly fileSize = bytes.length,
   ) {
     this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
@@ -68,14 +80,16 @@ class GgufCursor {
     });
   }
 
+  /** Bytes of the file after the cursor. */
   get remaining(): number {
-    return this.bytes.length - this.position;
+    return this.fileSize - this.position;
   }
 
   need(count: number, field: string): void {
     if (count > this.remaining) {
       throw this.fail(field, `needs ${count} bytes at offset ${this.position} but the file has only ${this.remaining} left`);
     }
+    if (count > this.bytes.length - this.position) throw new BeyondPrefix();
   }
 
   u8(field: string): number {
@@ -108,6 +122,7 @@ class GgufCursor {
 
   string(field: string): string {
     const length = this.count(`${field} (string length)`, 1);
+    this.need(length, field);
     const text = this.decoder.decode(this.bytes.subarray(this.position, this.position + length));
     this.position += length;
     return text;
@@ -116,7 +131,40 @@ class GgufCursor {
 
 /** Parses a GGUF file held in memory. `source` names it in error messages. */
 export function parseGguf(bytes: Uint8Array, source = "<buffer>"): GgufFile {
-  const cursor = new GgufCursor(bytes, source);
+  const header = parseHeader(new GgufCursor(bytes, source));
+  return { ...header, bytes, tensorData: (info) => bytes.subarray(info.offset, info.offset + info.byteLength) };
+}
+
+/** The first bytes read for a header; a longer header is read again in prefixes four times as long. */
+const FIRST_PREFIX_BYTES = 4 * 2 ** 20;
+
+/** Reads a GGUF file into memory once and parses it. */
+export async function readGguf(path: string, allocate?: FileBufferAllocator): Promise<GgufFile> {
+  return parseGguf(await readWholeFile(path, "GGUF", allocate), path);
+}
+
+/**
+ * Reads a GGUF file's header only: the metadata and tensor table, checked
+ * against the file's size, without reading the tensor data (a tokenizer from
+ * a model file of gigabytes reads a few megabytes).
+ */
+export async function readGgufHeader(path: string): Promise<GgufHeader> {
+  return await withOpenFile(path, "GGUF", async (handle, size) => {
+    for (let prefixBytes = Math.min(size, FIRST_PREFIX_BYTES); ; prefixBytes = Math.min(size, prefixBytes * 4)) {
+      const prefix = new Uint8Array(prefixBytes);
+      await readRange(handle, prefix, 0, path);
+      try {
+        return parseHeader(new GgufCursor(prefix, path, size));
+      } catch (error) {
+        // A whole-file prefix cannot run out: the cursor's own checks fail first.
+        if (!(error instanceof BeyondPrefix)) throw error;
+      }
+    }
+  });
+}
+
+function parseHeader(cursor: GgufCursor): GgufHeader {
+  const { bytes, source } = cursor;
   if (bytes.length < 4 || cursor.view.getUint32(0, true) !== GGUF_MAGIC) {
     throw cursor.fail("magic", `expected "GGUF" at the start, found ${describeMagic(bytes)}`);
   }
@@ -140,22 +188,7 @@ export function parseGguf(bytes: Uint8Array, source = "<buffer>"): GgufFile {
   const dataOffset = alignUp(cursor.position, alignment);
   const tensors = placeTensors(cursor, infos, alignment, dataOffset);
   const byName = new Map(tensors.map((tensor) => [tensor.name, tensor]));
-  return {
-    source,
-    version,
-    metadata,
-    tensors,
-    tensorByName: (name) => byName.get(name),
-    alignment,
-    dataOffset,
-    bytes,
-    tensorData: (info) => bytes.subarray(info.offset, info.offset + info.byteLength),
-  };
-}
-
-/** Reads a GGUF file into memory once and parses it. */
-export async function readGguf(path: string): Promise<GgufFile> {
-  return parseGguf(await readWholeFile(path, "GGUF"), path);
+  return { source, version, metadata, tensors, tensorByName: (name) => byName.get(name), alignment, dataOffset };
 }
 
 function describeMagic(bytes: Uint8Array): string {
@@ -244,6 +277,7 @@ function readArray(cursor: GgufCursor, field: string, depth: number): GgufArray 
       return { type, itemType, value: readStrings(cursor, field) };
     case GgufValueType.BOOL: {
       const count = cursor.count(`${field} array length`, 1);
+      cursor.need(count, field);
       const value = Array.from(cursor.bytes.subarray(cursor.position, cursor.position + count), (b) => b !== 0);
       cursor.position += count;
       return { type, itemType, value };
@@ -275,14 +309,16 @@ function readStrings(cursor: GgufCursor, field: string): PackedStrings {
   const starts = new Uint32Array(count + 1);
   let position = first;
   for (let i = 0; i < count; i++) {
+    if (position + 8 > source.length && position + 8 <= cursor.fileSize) throw new BeyondPrefix();
     const fits = position + 8 <= source.length && view.getUint32(position + 4, true) === 0;
     const length = fits ? view.getUint32(position, true) : 0;
-    if (!fits || length > source.length - position - 8) {
+    if (!fits || length > cursor.fileSize - position - 8) {
       // The cursor's own checks word a length beyond the file; past them, the length needs a high word.
       cursor.position = position;
       cursor.count(`${field}[${i}] (string length)`, 1);
       throw cursor.fail(`${field}[${i}]`, "is a string of 4 GiB or more");
     }
+    if (length > source.length - position - 8) throw new BeyondPrefix();
     position += 8 + length;
     const end = starts[i]! + length;
     if (end > 0xffffffff) throw cursor.fail(field, "holds more than 4 GiB of strings");
@@ -354,7 +390,7 @@ function alignUp(offset: number, alignment: number): number {
 }
 
 function placeTensors(cursor: GgufCursor, infos: RawTensorInfo[], alignment: number, dataOffset: number): GgufTensorInfo[] {
-  const fileSize = cursor.bytes.length;
+  const fileSize = cursor.fileSize;
   const tensors = infos.map((raw): GgufTensorInfo => {
     const field = `tensor "${raw.name}"`;
     const info = findTypeInfo(raw.type)!;

@@ -27,8 +27,8 @@ export {
 } from "./gguf-values.js";
 export type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
 export { PackedStrings } from "./packed-strings.js";
-export { GGUF_DEFAULT_ALIGNMENT, parseGguf, readGguf } from "./gguf.js";
-export type { GgufFile, GgufTensorInfo } from "./gguf.js";
+export { GGUF_DEFAULT_ALIGNMENT, parseGguf, readGguf, readGgufHeader } from "./gguf.js";
+export type { GgufFile, GgufHeader, GgufTensorInfo } from "./gguf.js";
 export { writeGguf, writeGgufFile } from "./gguf-writer.js";
 export type { GgufTensorSpec, GgufValueInput, GgufWriteSpec } from "./gguf-writer.js";
 export {

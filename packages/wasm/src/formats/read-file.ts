@@ -5,12 +5,10 @@ import { InferenceError } from "@infer/core";
 export type FileBufferAllocator = (byteLength: number) => Uint8Array;
 
 /**
- * Reads a whole file into one Uint8Array. Reads in chunks rather than with
- * readFile, which refuses files over 2 GiB; model files are often larger.
- * With `allocate`, the bytes land in the buffer it returns (so a model file can
- * be read straight into the memory the kernels compute on, with no second copy).
+ * Runs `work` on the open file and its size, naming the file in any error:
+ * MODEL_NOT_FOUND when it is absent, MODEL_FORMAT when it cannot be read.
  */
-export async function readWholeFile(path: string, what: string, allocate?: FileBufferAllocator): Promise<Uint8Array> {
+export async function withOpenFile<T>(path: string, what: string, work: (handle: FileHandle, size: number) => Promise<T>): Promise<T> {
   let handle;
   try {
     handle = await open(path, "r");
@@ -24,12 +22,7 @@ export async function readWholeFile(path: string, what: string, allocate?: FileB
   }
   try {
     const { size } = await handle.stat();
-    const bytes = allocate ? allocate(size) : new Uint8Array(size);
-    if (bytes.byteLength !== size) {
-      throw new InferenceError("INTERNAL", `${path}: the buffer for the ${what} file holds ${bytes.byteLength} bytes, not ${size}`);
-    }
-    await readChunks(handle, bytes, path);
-    return bytes;
+    return await work(handle, size);
   } catch (error) {
     if (error instanceof InferenceError) throw error;
     throw new InferenceError("MODEL_FORMAT", `${path}: cannot read the ${what} file: ${(error as Error).message}`, {
@@ -41,6 +34,23 @@ export async function readWholeFile(path: string, what: string, allocate?: FileB
   }
 }
 
+/**
+ * Reads a whole file into one Uint8Array. Reads in chunks rather than with
+ * readFile, which refuses files over 2 GiB; model files are often larger.
+ * With `allocate`, the bytes land in the buffer it returns (so a model file can
+ * be read straight into the memory the kernels compute on, with no second copy).
+ */
+export async function readWholeFile(path: string, what: string, allocate?: FileBufferAllocator): Promise<Uint8Array> {
+  return await withOpenFile(path, what, async (handle, size) => {
+    const bytes = allocate ? allocate(size) : new Uint8Array(size);
+    if (bytes.byteLength !== size) {
+      throw new InferenceError("INTERNAL", `${path}: the buffer for the ${what} file holds ${bytes.byteLength} bytes, not ${size}`);
+    }
+    await readRange(handle, bytes, 0, path);
+    return bytes;
+  });
+}
+
 /** Bytes per read call. */
 const CHUNK_BYTES = 64 * 2 ** 20;
 /**
@@ -50,8 +60,8 @@ const CHUNK_BYTES = 64 * 2 ** 20;
  */
 const PARALLEL_READS = 4;
 
-/** Fills `bytes` from the start of the file, chunk by chunk, a few chunks at a time. */
-async function readChunks(handle: FileHandle, bytes: Uint8Array, path: string): Promise<void> {
+/** Fills `bytes` from the file's bytes at `fileOffset` on, chunk by chunk, a few chunks at a time. */
+export async function readRange(handle: FileHandle, bytes: Uint8Array, fileOffset: number, path: string): Promise<void> {
   const size = bytes.byteLength;
   let next = 0;
   const reader = async (): Promise<void> => {
@@ -60,7 +70,7 @@ async function readChunks(handle: FileHandle, bytes: Uint8Array, path: string): 
       const end = Math.min(size, start + CHUNK_BYTES);
       next = end;
       for (let done = start; done < end; ) {
-        const { bytesRead } = await handle.read(bytes, done, end - done, done);
+        const { bytesRead } = await handle.read(bytes, done, end - done, fileOffset + done);
         if (bytesRead === 0) throw new InferenceError("MODEL_FORMAT", `${path}: the file shrank while being read`, { details: { file: path } });
         done += bytesRead;
       }

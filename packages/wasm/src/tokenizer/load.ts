@@ -5,7 +5,7 @@
 import { readFile, readdir, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { InferenceError } from "@infer/core";
-import { readGguf } from "../formats/gguf.js";
+import { readGgufHeader } from "../formats/gguf.js";
 import { tokenizerFromGgufMetadata } from "./gguf-vocab.js";
 import { tokenizerFromHfJson } from "./hf-tokenizer.js";
 import type { VocabTokenizer } from "./vocab-tokenizer.js";
@@ -68,8 +68,8 @@ export async function loadHfTokenizer(folder: string): Promise<VocabTokenizer> {
 
 /** Loads the tokenizer stored in a GGUF file's metadata (a model or a vocabulary-only file). */
 export async function loadGgufTokenizer(path: string): Promise<VocabTokenizer> {
-  const file = await readGguf(path);
-  return tokenizerFromGgufMetadata(file.metadata, path);
+  const header = await readGgufHeader(path);
+  return tokenizerFromGgufMetadata(header.metadata, path);
 }
 
 /**

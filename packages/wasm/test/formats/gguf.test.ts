@@ -1,7 +1,8 @@
 // GGUF reader: the shared stories260K model, writer round trips, and one
 // hand-built broken file per validation rule.
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import {
@@ -19,6 +20,7 @@ import {
   parseGguf,
   quantize,
   readGguf,
+  readGgufHeader,
   typeName,
   writeGguf,
   type GgufArray,
@@ -376,5 +378,48 @@ describe("GGUF validation", () => {
     assertInferenceError(parseBad(withAlignment(GgufValueType.UINT32, (b) => b.u32(0))), "MODEL_FORMAT", ["bad.gguf", "general.alignment"]);
     assertInferenceError(parseBad(withAlignment(GgufValueType.FLOAT32, (b) => b.f32(32))), "MODEL_FORMAT", ["bad.gguf", "general.alignment", "UINT32"]);
     assert.equal(parseGguf(withAlignment(GgufValueType.UINT32, (b) => b.u32(8))).alignment, 8);
+  });
+});
+
+describe("GGUF header read alone", () => {
+  // 700,000 strings of 6 bytes: a 9.8 MB header, past the first prefix read (4 MiB) and the next (16 MiB is the whole file).
+  const words = Array.from({ length: 700_000 }, (_, i) => `w${String(i).padStart(5, "0")}`);
+  const weights = Float32Array.from({ length: 256 }, (_, i) => i / 7);
+  const file = writeGguf({
+    metadata: { "general.architecture": "llama", "tokenizer.ggml.tokens": words, "general.name": "long header" },
+    tensors: [{ name: "token_embd.weight", shape: [32, 8], type: GgmlType.F32, data: weights }],
+  });
+
+  async function withFile(bytes: Uint8Array, run: (path: string) => Promise<void>): Promise<void> {
+    const folder = await mkdtemp(join(tmpdir(), "infer-gguf-header-"));
+    try {
+      const path = join(folder, "model.gguf");
+      await writeFile(path, bytes);
+      await run(path);
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  }
+
+  it("readGgufHeader reads a header longer than its first prefix, as readGguf reads it whole", async () => {
+    await withFile(file, async (path) => {
+      const whole = parseGguf(file, path);
+      assert.ok(whole.dataOffset > 4 * 2 ** 20, `the header is ${whole.dataOffset} bytes`);
+      const header = await readGgufHeader(path);
+      assert.equal(header.dataOffset, whole.dataOffset);
+      assert.equal(getString(header.metadata, "general.name"), "long header");
+      const tokens = getStringArray(header.metadata, "tokenizer.ggml.tokens")!;
+      assert.equal(tokens.length, words.length);
+      assert.equal(tokens.get(699_999), "w699999");
+      assert.deepEqual(header.tensors, (await readGguf(path)).tensors);
+    });
+  });
+
+  it("a file cut inside its long header is MODEL_FORMAT naming the field, from either reader", async () => {
+    await withFile(file.subarray(0, 6_000_000), async (path) => {
+      for (const read of [readGgufHeader, readGguf]) {
+        await assertRejectsWith(() => read(path), "MODEL_FORMAT", [path, "tokenizer.ggml.tokens"]);
+      }
+    });
   });
 });

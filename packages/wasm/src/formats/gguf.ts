@@ -153,18 +153,30 @@ export async function readGgufHeader(path: string): Promise<GgufHeader> {
     for (let prefixBytes = Math.min(size, FIRST_PREFIX_BYTES); ; prefixBytes = Math.min(size, prefixBytes * 4)) {
       const prefix = new Uint8Array(prefixBytes);
       await readRange(handle, prefix, 0, path);
-      try {
-        return parseHeader(new GgufCursor(prefix, path, size));
-      } catch (error) {
-        // A whole-file prefix cannot run out: the cursor's own checks fail first.
-        if (!(error instanceof BeyondPrefix)) throw error;
-      }
+      const header = parseGgufHeader(prefix, size, path);
+      if (header) return header;
+      if (prefixBytes === size) throw new InferenceError("INTERNAL", `${path}: the GGUF header parser asked for bytes past the whole file`);
     }
   });
 }
 
+/**
+ * Parses the header of a GGUF file of `fileSize` bytes from its first bytes,
+ * `prefix`: undefined when the header goes on past them (read more and call
+ * again); the same result or error as parseGguf of the whole file otherwise.
+ */
+export function parseGgufHeader(prefix: Uint8Array, fileSize: number, source = "<buffer>"): GgufHeader | undefined {
+  try {
+    return parseHeader(new GgufCursor(prefix, source, fileSize));
+  } catch (error) {
+    if (error instanceof BeyondPrefix) return undefined;
+    throw error;
+  }
+}
+
 function parseHeader(cursor: GgufCursor): GgufHeader {
   const { bytes, source } = cursor;
+  if (bytes.length < Math.min(4, cursor.fileSize)) throw new BeyondPrefix();
   if (bytes.length < 4 || cursor.view.getUint32(0, true) !== GGUF_MAGIC) {
     throw cursor.fail("magic", `expected "GGUF" at the start, found ${describeMagic(bytes)}`);
   }
@@ -309,7 +321,6 @@ function readStrings(cursor: GgufCursor, field: string): PackedStrings {
   const starts = new Uint32Array(count + 1);
   let position = first;
   for (let i = 0; i < count; i++) {
-    if (position + 8 > source.length && position + 8 <= cursor.fileSize) throw new BeyondPrefix();
     const fits = position + 8 <= source.length && view.getUint32(position + 4, true) === 0;
     const length = fits ? view.getUint32(position, true) : 0;
     if (!fits || length > cursor.fileSize - position - 8) {

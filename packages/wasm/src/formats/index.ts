@@ -27,7 +27,7 @@ export {
 } from "./gguf-values.js";
 export type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
 export { PackedStrings } from "./packed-strings.js";
-export { GGUF_DEFAULT_ALIGNMENT, parseGguf, readGguf, readGgufHeader } from "./gguf.js";
+export { GGUF_DEFAULT_ALIGNMENT, parseGguf, parseGgufHeader, readGguf, readGgufHeader } from "./gguf.js";
 export type { GgufFile, GgufHeader, GgufTensorInfo } from "./gguf.js";
 export { writeGguf, writeGgufFile } from "./gguf-writer.js";
 export type { GgufTensorSpec, GgufValueInput, GgufWriteSpec } from "./gguf-writer.js";

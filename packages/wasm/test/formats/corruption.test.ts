@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { InferenceError } from "@infer/core";
-import { GgmlType, GgufValueType, parseGguf, parseSafetensors, writeGguf, writeSafetensors } from "../../src/formats/index.js";
+import { GgmlType, GgufValueType, parseGguf, parseGgufHeader, parseSafetensors, writeGguf, writeSafetensors } from "../../src/formats/index.js";
 
 /** Deterministic generator of integers in [0, n). */
 function randomInts(seed: number): (n: number) => number {
@@ -54,6 +54,40 @@ describe("corrupted files", () => {
     });
     const outcomes = corruptAndParse(bytes, 400, (b) => parseGguf(b, "fuzz.gguf"), 3000);
     assert.ok((outcomes.get("MODEL_FORMAT") ?? 0) > 100, "the corruptions do hit the validation");
+    // The header read from a prefix (readGgufHeader) agrees with the whole parse: the same
+    // error, or the same header, or "read more" while the prefix is shorter than the file.
+    let partial = 0;
+    let trial = 0;
+    corruptAndParse(bytes, 400, (b) => {
+      // Every prefix length for one trial in ten, a few for the rest.
+      const lengths = trial++ % 10 === 0 ? Array.from({ length: b.length }, (_, i) => i + 1) : [8, 40, 97, 200, 333, b.length];
+      let whole: unknown;
+      try {
+        whole = parseGguf(b, "fuzz.gguf");
+      } catch (error) {
+        whole = error;
+      }
+      for (const length of lengths) {
+        let header: unknown;
+        try {
+          header = parseGgufHeader(b.subarray(0, Math.min(length, b.length)), b.length, "fuzz.gguf");
+        } catch (error) {
+          header = error;
+        }
+        if (header === undefined) {
+          assert.ok(length < b.length, "a whole file never needs more bytes");
+          partial++;
+        } else if (whole instanceof Error) {
+          assert.equal((header as Error).message, whole.message, `prefix ${length}`);
+        } else {
+          const parsed = whole as ReturnType<typeof parseGguf>;
+          assert.deepEqual((header as typeof parsed).tensors, parsed.tensors, `prefix ${length}`);
+          assert.deepEqual([...(header as typeof parsed).metadata.entries()], [...parsed.metadata.entries()], `prefix ${length}`);
+        }
+      }
+      if (whole instanceof Error) throw whole;
+    }, 1500);
+    assert.ok(partial > 1000, `prefixes shorter than the header: ${partial}`);
   });
 
   it("safetensors: every failure is an InferenceError", () => {

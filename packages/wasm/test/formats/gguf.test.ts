@@ -18,6 +18,7 @@ import {
   getString,
   getStringArray,
   parseGguf,
+  parseGgufHeader,
   quantize,
   readGguf,
   readGgufHeader,
@@ -413,6 +414,19 @@ describe("GGUF header read alone", () => {
       assert.equal(tokens.get(699_999), "w699999");
       assert.deepEqual(header.tensors, (await readGguf(path)).tensors);
     });
+  });
+
+  it("a header without tensors that ends in a string or bool array is read whole or not at all", () => {
+    // Nothing follows the last array, so only the array's own checks can tell its bytes ran past the prefix.
+    for (const last of [["", "ab", "cdé"], [true, false, true]]) {
+      const bytes = writeGguf({ metadata: { "general.architecture": "llama", last }, tensors: [] });
+      const whole = parseGguf(bytes, "vocab.gguf");
+      for (let length = 1; length <= bytes.length; length++) {
+        const header = parseGgufHeader(bytes.subarray(0, length), bytes.length, "vocab.gguf");
+        if (header === undefined) assert.ok(length < bytes.length, "a whole file never needs more bytes");
+        else assert.deepEqual([...header.metadata.entries()], [...whole.metadata.entries()], `prefix ${length} of ${bytes.length}`);
+      }
+    }
   });
 
   it("a file cut inside its long header is MODEL_FORMAT naming the field, from either reader", async () => {

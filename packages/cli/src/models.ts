@@ -10,6 +10,7 @@ export const LOAD_FLAGS: OptionSpecs = {
   backend: { type: "string", value: "name", description: "backend to use (wasm, llama_cpp, ...); default: the best available" },
   context: { type: "string", value: "tokens", description: "context length (KV cache size) in tokens" },
   threads: { type: "string", value: "n", description: "CPU threads" },
+  "batch-size": { type: "string", value: "tokens", description: "most prompt tokens per forward pass (less memory, slower prefill when smaller)" },
 };
 
 export const SAMPLING_FLAGS: OptionSpecs = {
@@ -34,6 +35,7 @@ export function loadOptionsOf(ctx: CommandContext, command: string): LoadOptions
     backend: stringFlag(ctx.values, "backend"),
     contextLength: numberFlag(ctx.values, "context", command, true),
     threads: numberFlag(ctx.values, "threads", command, true),
+    batchSize: numberFlag(ctx.values, "batch-size", command, true),
   };
 }
 

@@ -36,6 +36,18 @@ for (const backend of ["wasm", "llama_cpp"]) {
   });
 }
 
+test("infer run --batch-size: a prompt in batches of 2 prints the same text; 0 is refused by name", { skip, timeout: 120_000 }, () => {
+  const args = [bin, "run", gguf, "Once upon a time, there was a little dog", "-n", "24", "-t", "0", "--threads", "1", "--backend", "wasm"];
+  const whole = spawnSync(process.execPath, args, { encoding: "utf8" });
+  const chunked = spawnSync(process.execPath, [...args, "--batch-size", "2"], { encoding: "utf8" });
+  assert.equal(whole.status, 0, whole.stderr);
+  assert.equal(chunked.status, 0, chunked.stderr);
+  assert.equal(chunked.stdout, whole.stdout);
+  const refused = spawnSync(process.execPath, [...args, "--batch-size", "0"], { encoding: "utf8" });
+  assert.notEqual(refused.status, 0);
+  assert.match(refused.stderr, /batchSize/);
+});
+
 test("infer run hf:... pulls from a hub (HF_ENDPOINT) into INFER_CACHE, then runs", { skip, timeout: 120_000 }, async () => {
   const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8");
   const hub = await tinyHub("karpathy/tinyllamas", "stories260K.gguf", readFileSync(gguf));

@@ -81,6 +81,13 @@ export interface LoadOptions {
   quantize?: string;
   /** KV cache element type ("f32", "f16", "q8_0"). */
   kvType?: string;
+  /**
+   * Most prompt tokens one forward pass evaluates (llama.cpp's batch size): a
+   * longer prompt is evaluated in chunks of this many. Smaller holds less memory
+   * for activations, larger prefills faster. Default: the backend's (wasm 128,
+   * llama_cpp 512).
+   */
+  batchSize?: number;
 }
 
 /**
@@ -185,6 +192,7 @@ const LOAD_CHECKS: Record<keyof LoadOptions, Check> = {
       : `must be one of ${QUANTIZE_TYPES.join(", ")}`,
   kvType: (v) =>
     typeof v === "string" && KV_TYPES.includes(v.toLowerCase()) ? undefined : `must be one of ${KV_TYPES.join(", ")}`,
+  batchSize: intAtLeast(1),
 };
 
 /** The names of every option, e.g. for CLIs and servers that map their own flags onto them. */

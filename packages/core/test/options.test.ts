@@ -60,6 +60,7 @@ const LOAD_CASES: Record<string, { good: unknown[]; bad: unknown[] }> = {
   draftModel: { good: ["/tmp/draft.gguf"], bad: [""] },
   quantize: { good: ["q8_0", "Q4_K", "f16"], bad: ["q3", 8] },
   kvType: { good: ["f16", "Q8_0"], bad: ["q4_0", "int8"] },
+  batchSize: { good: [1, 512], bad: [0, 2.5, "64"] },
 };
 
 describe("generate options", () => {

@@ -56,6 +56,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
         experimentalKvCacheValueType: KV_CACHE_TYPES[options.kvType.toLowerCase() as keyof typeof KV_CACHE_TYPES],
       }),
       ...(options.adapterPath !== undefined && { lora: { adapters: [{ filePath: options.adapterPath }] } }),
+      ...(options.batchSize !== undefined && { batchSize: options.batchSize }),
     };
     const context = await createContext(model, contextOptions, options);
     disposers.push(() => context.dispose());
@@ -67,7 +68,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
       assertSameVocabulary(model, draftModel, options.draftModel);
       const draftContext = await createContext(
         draftModel,
-        { contextSize: context.contextSize, sequences: slots, threads: { ideal: threads, min: threads } },
+        { contextSize: context.contextSize, sequences: slots, threads: { ideal: threads, min: threads }, batchSize: context.batchSize },
         options,
       );
       disposers.push(() => draftContext.dispose());

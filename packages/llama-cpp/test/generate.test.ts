@@ -240,6 +240,19 @@ describe("llama_cpp on stories260K", { skip: skipWithoutStories }, () => {
     });
   });
 
+  test("batchSize: a long prompt in batches of 8 gives the same greedy text; the context takes that size", async () => {
+    const prompt = "Once upon a time there was a little girl named Lily. She loved to play outside. ".repeat(3);
+    const small = (await loadModel(STORIES_GGUF, { ...TEST_LOAD, parallelSlots: 1, batchSize: 8 })) as LlamaCppModel;
+    try {
+      assert.ok(small.encode(prompt).length > 3 * 8, "the prompt spans several batches");
+      assert.equal((small as unknown as { parts: { context: { batchSize: number } } }).parts.context.batchSize, 8);
+      const greedy = { ...GREEDY, maxTokens: 40 };
+      assert.equal((await small.generateText(prompt, greedy)).text, (await model.generateText(prompt, greedy)).text);
+    } finally {
+      await small.close();
+    }
+  });
+
   test("info and capabilities", () => {
     assert.deepEqual(
       { ...model.info(), contextLength: 0 },

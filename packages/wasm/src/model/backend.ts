@@ -141,6 +141,7 @@ async function assemble(path: string, loaded: LoadedTransformer, loadOptions: Lo
     tokenizer,
     contextLength,
     parallelSlots,
+    batchSize: loadOptions.batchSize,
     probe: new ProbeBus(loadOptions.probe),
     info: {
       architecture: config.architecture,

@@ -34,6 +34,8 @@ export interface WasmModelParts {
   info: ModelInfo;
   contextLength: number;
   parallelSlots: number;
+  /** LoadOptions.batchSize: most prompt tokens a forward pass carries; undefined, the scheduler's default. */
+  batchSize?: number;
   /** How the KV cache stores keys and values. */
   kvType: KVCacheType;
   probe: ProbeBus;
@@ -90,7 +92,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
   inspectAttention(prompt: string, options?: { signal?: AbortSignal }): Promise<AttentionSnapshot> {
     return this.exclusive(async (signal) => {
       if (typeof prompt !== "string") throw new InferenceError("INVALID_OPTION", "prompt must be a string");
-      const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
+      const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, this.parts.batchSize);
       const greedy: ResolvedGenerateOptions = {
         ...DEFAULT_GENERATE_OPTIONS,
         temperature: 0,
@@ -135,7 +137,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     signal: AbortSignal,
   ): AsyncGenerator<Token, FinishReason | void, undefined> {
     const started = performance.now();
-    const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
+    const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, this.parts.batchSize);
     const seq = scheduler.start(0, this.request(this.promptIds(input), options, options.seed ?? randomSeed()));
     let firstTokenAt = 0;
     const peak = new PeakRss();
@@ -181,7 +183,8 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     // One batched prefill per wave of `parallelSlots` prompts.
     for (let at = 0; at < prompts.length; at += this.parts.parallelSlots) {
       const wave = prompts.slice(at, at + this.parts.parallelSlots);
-      const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, Infinity);
+      // Without a batch size, each wave's prompts in one pass.
+      const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, this.parts.batchSize ?? Infinity);
       const sequences = wave.map((prompt, i) => {
         const ids = this.promptIds({ text: prompt, chat: false });
         promptTokens += ids.length;
@@ -228,7 +231,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       onFinish?.(index, result);
     };
     const waiting = inputs.map((_, i) => i);
-    const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength);
+    const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, this.parts.batchSize);
     const running = new Map<Sequence, number>();
     const freeSlots = Array.from({ length: this.parts.parallelSlots }, (_, i) => i);
     const peak = new PeakRss();

@@ -87,6 +87,42 @@ test("HF safetensors and GGUF of the same random weights generate the same token
   );
 });
 
+describe("batchSize", () => {
+  /** The transformer's activation scratch, read through the model's internals (it is not in the contract). */
+  function scratchBytes(model: TextModel): number {
+    return (model as unknown as { parts: { transformer: { scratch: { bytes: number } } } }).parts.transformer.scratch.bytes;
+  }
+
+  it("prompts evaluated in chunks of 1, 7 or 128 tokens give the same tokens and logits, in less scratch for less", async () => {
+    const prompt = "the quick brown fox jumps over the lazy dog ".repeat(3);
+    const greedy = { temperature: 0, maxTokens: 8, ignoreEos: true };
+    const runs = [];
+    for (const batchSize of [1, 7, undefined]) {
+      await using model = await loadModel(paths.get("llama")!, { backend: "wasm", threads: 1, batchSize });
+      const tokenizer = model as unknown as TokenizerModel;
+      assert.ok(tokenizer.encode(prompt).length > 40, "the prompt spans several chunks");
+      const text = await model.generateText(prompt, greedy);
+      const [classified] = await model.classify([prompt], { logits: true });
+      runs.push({ ids: text.tokens.map((t) => t.id), logits: classified!.logits!, scratch: scratchBytes(model) });
+    }
+    const [one, seven, whole] = runs as [(typeof runs)[0], (typeof runs)[0], (typeof runs)[0]];
+    for (const run of [one, seven]) {
+      assert.deepEqual(run.ids, whole.ids);
+      for (let i = 0; i < whole.logits.length; i++) {
+        assert.ok(Math.abs(run.logits[i]! - whole.logits[i]!) <= 1e-4 * (1 + Math.abs(whole.logits[i]!)), `logit ${i}: ${run.logits[i]} vs ${whole.logits[i]}`);
+      }
+    }
+    assert.ok(one.scratch < seven.scratch && seven.scratch < whole.scratch, `scratch bytes ${one.scratch}, ${seven.scratch}, ${whole.scratch}`);
+  });
+
+  it("a batch size that is not a positive integer is INVALID_OPTION naming it", async () => {
+    await assert.rejects(loadModel(paths.get("llama")!, { backend: "wasm", batchSize: 0 }), (error: unknown) => {
+      assert.ok(isInferenceError(error, "INVALID_OPTION") && error.message.includes("batchSize"), String(error));
+      return true;
+    });
+  });
+});
+
 describe("bad input leaves the model usable", () => {
   let model: TextModel;
   before(async () => {

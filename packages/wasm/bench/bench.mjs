@@ -4,7 +4,10 @@
 //
 //   npm run bench -- [model.gguf|folder ...] [--json] [--threads N[,M]] [--runs N]
 //                    [--models smollm2,qwen25,llama32] [--types q8_0,q4_0,f16,q5_0,q5_1] [--no-llama]
-//                    [--relaxed]
+//                    [--relaxed] [--batch-size N]
+//
+// --batch-size sets LoadOptions.batchSize for ours and the context's batchSize
+// for llama.cpp (defaults: 128 and 512): most prompt tokens per forward pass.
 //
 // --relaxed adds our relaxed-SIMD kernels as an engine of their own (with the V8
 // flag where the runtime needs one, i.e. Node 20), and pins "ours" to the
@@ -56,6 +59,7 @@ function parseArguments(argv) {
     else if (arg === "--relaxed") options.relaxed = true;
     else if (arg === "--runs") options.runs = positive(arg, value());
     else if (arg === "--threads") options.threads = list().map((item) => positive(arg, item));
+    else if (arg === "--batch-size") options.batchSize = positive(arg, value());
     else if (arg === "--models") options.models = list();
     else if (arg === "--types") options.types = list();
     else if (arg.startsWith("--")) throw new Error(`unknown option ${arg}`);
@@ -79,7 +83,8 @@ function measure(engine, path, threads, options) {
   if (engine === "ours-relaxed") env.INFER_WASM_KERNELS = "wasm-relaxed-simd";
   else if (engine === "ours" && options.relaxed) env.INFER_WASM_KERNELS = "wasm-simd";
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...flags, measureScript, engine, path, String(threads)], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+    const args = [...flags, measureScript, engine, path, String(threads), ...(options.batchSize ? [String(options.batchSize)] : [])];
+    const child = spawn(process.execPath, args, { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
     child.stdout.on("data", (chunk) => (out += chunk));
@@ -224,6 +229,7 @@ async function main() {
   if (!options.json) {
     console.log(`${machine.cpu}, ${machine.physicalCores} physical cores, Node ${machine.node}, ${machine.date}`);
     console.log(`medians of ${options.runs} runs; load average now ${loadavg()[0].toFixed(1)} (figures mean little on a busy machine)`);
+    if (options.batchSize) console.log(`batch size ${options.batchSize} for both engines`);
   }
   const results = [];
   for (const [label, path] of targets) {
@@ -231,7 +237,7 @@ async function main() {
     results.push(result);
     if (!options.json) console.log(formatTable(result));
   }
-  if (options.json) console.log(JSON.stringify({ machine, runs: options.runs, results }, null, 2));
+  if (options.json) console.log(JSON.stringify({ machine, runs: options.runs, batchSize: options.batchSize, results }, null, 2));
 }
 
 main().catch((error) => {

@@ -13,10 +13,12 @@
 // then measured warm, the way a server runs; both engines get the same runs.
 import { performance } from "node:perf_hooks";
 
-const [engine, modelPath, threadsArg] = process.argv.slice(2);
+const [engine, modelPath, threadsArg, batchSizeArg] = process.argv.slice(2);
 const threads = Number(threadsArg);
+/** Most prompt tokens per forward pass; undefined: each engine's default (ours 128, llama.cpp 512). */
+const batchSize = batchSizeArg === undefined ? undefined : Number(batchSizeArg);
 if (!["ours", "ours-relaxed", "llama"].includes(engine) || !modelPath || !(threads >= 1)) {
-  console.error("usage: node measure.mjs <ours|ours-relaxed|llama> <model> <threads>");
+  console.error("usage: node measure.mjs <ours|ours-relaxed|llama> <model> <threads> [batch size]");
   process.exit(2);
 }
 
@@ -53,7 +55,7 @@ async function measureOurs() {
   const { loadModel } = await import("@infer/core");
   await import("../dist/src/index.js");
   const started = performance.now();
-  const model = await loadModel(modelPath, { backend: "wasm", threads, contextLength: CONTEXT, parallelSlots: 1 });
+  const model = await loadModel(modelPath, { backend: "wasm", threads, contextLength: CONTEXT, parallelSlots: 1, batchSize });
   const loadMs = performance.now() - started;
   const encode = (text) => model.encode(text).length;
   const greedy = { temperature: 0, ignoreEos: true };
@@ -96,7 +98,7 @@ async function measureLlama() {
   });
   const started = performance.now();
   const model = await llama.loadModel({ modelPath, gpuLayers: 0 });
-  const context = await model.createContext({ contextSize: CONTEXT, sequences: 1, threads, batchSize: 512 });
+  const context = await model.createContext({ contextSize: CONTEXT, sequences: 1, threads, batchSize: batchSize ?? 512 });
   const sequence = context.getSequence();
   const loadMs = performance.now() - started;
   const encode = (text) => model.tokenize(text, false).length;

@@ -3,8 +3,8 @@ import { stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { InferenceError, isInferenceError } from "@infer/core";
 import { GgmlType, type Kernels } from "../kernels/types.js";
-import { parseGguf, type GgufFile } from "../formats/gguf.js";
-import { readWholeFile, type FileBufferAllocator } from "../formats/read-file.js";
+import { readGguf, type GgufFile } from "../formats/gguf.js";
+import type { FileBufferAllocator } from "../formats/read-file.js";
 import { GgufValueType } from "../formats/gguf-values.js";
 import { typeInfo } from "../formats/ggml-types.js";
 import { findArchitecture } from "../arch/registry.js";
@@ -68,12 +68,25 @@ async function detectFormat(path: string): Promise<{ format: "gguf" } | { format
  * only a source: it goes to ordinary memory, collected after loading.
  */
 function fileMemory(options: LoadOptions, held: Uint8Array[], path: string): FileBufferAllocator | undefined {
+  const allocate = kernelFileMemory(options, path)?.allocate;
+  if (!allocate) return undefined;
+  return (byteLength) => {
+    const view = allocate(byteLength);
+    held.push(view);
+    return view;
+  };
+}
+
+/** fileMemory's allocator without the bookkeeping, and the kernels' release if they have one: for reads that hand memory back themselves. */
+function kernelFileMemory(
+  options: LoadOptions,
+  path: string,
+): { allocate: FileBufferAllocator; release?: (view: Uint8Array) => void } | undefined {
   const kernels = options.kernels;
   if (options.quantize !== undefined || !kernels?.allocate) return undefined;
-  return (byteLength) => {
-    let view: Uint8Array;
+  const allocate = (byteLength: number): Uint8Array => {
     try {
-      view = kernels.allocate!(byteLength, 64);
+      return kernels.allocate!(byteLength, 64);
     } catch (error) {
       if (!isInferenceError(error, "UNSUPPORTED")) throw error;
       // The kernels' 32-bit memory cannot hold the file: say which file, and what still runs it.
@@ -84,9 +97,9 @@ function fileMemory(options: LoadOptions, held: Uint8Array[], path: string): Fil
         { cause: error, details: { file: path, bytes: byteLength } },
       );
     }
-    held.push(view);
-    return view;
   };
+  const release = kernels.release;
+  return { allocate, release: release ? (view) => release.call(kernels, view) : undefined };
 }
 
 function weightOptions(options: LoadOptions, held: Uint8Array[]): WeightOptions {
@@ -105,7 +118,10 @@ function weightOptions(options: LoadOptions, held: Uint8Array[]): WeightOptions 
 }
 
 async function loadGguf(path: string, options: LoadOptions, held: Uint8Array[]): Promise<LoadedTransformer> {
-  const gguf = parseGguf(await readWholeFile(path, "GGUF", fileMemory(options, held, path)), path);
+  // In the kernels' memory only the tensor data stays: the header is read there, parsed and handed back first.
+  const memory = kernelFileMemory(options, path);
+  const gguf = await readGguf(path, memory);
+  if (memory) held.push(gguf.bytes);
   const archValue = gguf.metadata.get("general.architecture");
   const archName = archValue?.type === GgufValueType.STRING ? archValue.value : "";
   const architecture = findArchitecture("gguf", archName ? [archName] : [], path);

@@ -10,6 +10,7 @@
  * Every count and length is checked against the bytes that remain before
  * anything is allocated from it, so a corrupt header fails fast.
  */
+import type { FileHandle } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
 import { GgmlType } from "../kernels/types.js";
 import { findTypeInfo, typeName } from "./ggml-types.js";
@@ -138,9 +139,56 @@ export function parseGguf(bytes: Uint8Array, source = "<buffer>"): GgufFile {
 /** The first bytes read for a header; a longer header is read again in prefixes four times as long. */
 const FIRST_PREFIX_BYTES = 4 * 2 ** 20;
 
-/** Reads a GGUF file into memory once and parses it. */
-export async function readGguf(path: string, allocate?: FileBufferAllocator): Promise<GgufFile> {
-  return parseGguf(await readWholeFile(path, "GGUF", allocate), path);
+/**
+ * Reads a GGUF file into memory once and parses it: into one new array, or
+ * into `memory.allocate(size)` (a view of the kernels' memory, say). With
+ * `memory.release` too, only the tensor data section goes there: the header
+ * is read into an allocation of its own, parsed, and handed back before the
+ * data is allocated, which an allocator that reuses the freed range first
+ * then places on the very pages the header was read into. (An ordinary
+ * array for the header would stay resident until V8's next full collection,
+ * several MiB beside the weights.) `bytes` is then that section.
+ */
+export async function readGguf(
+  path: string,
+  memory: { allocate?: FileBufferAllocator; release?: (view: Uint8Array) => void } = {},
+): Promise<GgufFile> {
+  const { allocate, release } = memory;
+  if (!allocate || !release) return parseGguf(await readWholeFile(path, "GGUF", allocate), path);
+  return await withOpenFile(path, "GGUF", async (handle, size) => {
+    const header = await readHeaderInto(handle, size, path, allocate, release);
+    const bytes = allocate(size - header.dataOffset);
+    try {
+      await readRange(handle, bytes, header.dataOffset, path);
+    } catch (error) {
+      release(bytes);
+      throw error;
+    }
+    const at = (info: GgufTensorInfo) => info.offset - header.dataOffset;
+    return { ...header, bytes, tensorData: (info) => bytes.subarray(at(info), at(info) + info.byteLength) };
+  });
+}
+
+/** The header, from prefixes of 4, 16, ... MiB, each read into `allocate(bytes)` and released after its parse. */
+async function readHeaderInto(
+  handle: FileHandle,
+  size: number,
+  path: string,
+  allocate: FileBufferAllocator,
+  release: (view: Uint8Array) => void,
+): Promise<GgufHeader> {
+  for (let prefixBytes = Math.min(size, FIRST_PREFIX_BYTES); ; prefixBytes = Math.min(size, prefixBytes * 4)) {
+    const prefix = allocate(prefixBytes);
+    let header: GgufHeader | undefined;
+    try {
+      await readRange(handle, prefix, 0, path);
+      header = parseGgufHeader(prefix, size, path);
+    } finally {
+      release(prefix);
+    }
+    if (header) return header;
+    if (prefixBytes === size) throw new InferenceError("INTERNAL", `${path}: the GGUF header parser asked for bytes past the whole file`);
+  }
 }
 
 /**
@@ -149,15 +197,9 @@ export async function readGguf(path: string, allocate?: FileBufferAllocator): Pr
  * a model file of gigabytes reads a few megabytes).
  */
 export async function readGgufHeader(path: string): Promise<GgufHeader> {
-  return await withOpenFile(path, "GGUF", async (handle, size) => {
-    for (let prefixBytes = Math.min(size, FIRST_PREFIX_BYTES); ; prefixBytes = Math.min(size, prefixBytes * 4)) {
-      const prefix = new Uint8Array(prefixBytes);
-      await readRange(handle, prefix, 0, path);
-      const header = parseGgufHeader(prefix, size, path);
-      if (header) return header;
-      if (prefixBytes === size) throw new InferenceError("INTERNAL", `${path}: the GGUF header parser asked for bytes past the whole file`);
-    }
-  });
+  return await withOpenFile(path, "GGUF", (handle, size) =>
+    readHeaderInto(handle, size, path, (bytes) => new Uint8Array(bytes), () => undefined),
+  );
 }
 
 /**

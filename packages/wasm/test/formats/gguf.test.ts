@@ -416,6 +416,33 @@ describe("GGUF header read alone", () => {
     });
   });
 
+  it("readGguf into memory that is handed back: the header's prefixes come and go, only the tensor data stays", async () => {
+    await withFile(file, async (path) => {
+      const whole = parseGguf(file, path);
+      const events: string[] = [];
+      const live = new Set<Uint8Array>();
+      const read = await readGguf(path, {
+        allocate: (bytes) => {
+          const view = new Uint8Array(bytes);
+          events.push(`allocate ${bytes}`);
+          live.add(view);
+          return view;
+        },
+        release: (view) => {
+          assert.ok(live.delete(view), "released once, and only what was allocated");
+          events.push(`release ${view.length}`);
+        },
+      });
+      const dataBytes = file.length - whole.dataOffset;
+      // A 4 MiB prefix is too short for this header; the next, 16 MiB, is the whole file.
+      assert.deepEqual(events, [`allocate ${4 * 2 ** 20}`, `release ${4 * 2 ** 20}`, `allocate ${file.length}`, `release ${file.length}`, `allocate ${dataBytes}`]);
+      assert.deepEqual([...live], [read.bytes]);
+      const info = read.tensorByName("token_embd.weight")!;
+      assert.deepEqual(new Float32Array(read.tensorData(info).slice().buffer), weights);
+      assert.equal(getStringArray(read.metadata, "tokenizer.ggml.tokens")!.get(123_456), "w123456");
+    });
+  });
+
   it("a header without tensors that ends in a string or bool array is read whole or not at all", () => {
     // Nothing follows the last array, so only the array's own checks can tell its bytes ran past the prefix.
     for (const last of [["", "ab", "cdé"], [true, false, true]]) {

@@ -49,6 +49,7 @@ export interface GgufHeader {
 }
 
 export interface GgufFile extends GgufHeader {
+  /** The whole file, or only its tensor data section (readGguf with `memory.release`). */
   bytes: Uint8Array;
   /** The tensor's bytes: a view into `bytes`, not a copy. */
   tensorData(info: GgufTensorInfo): Uint8Array;
@@ -56,7 +57,7 @@ export interface GgufFile extends GgufHeader {
 
 /**
  * Thrown by the parser when a header goes on past the bytes read so far but
- * within the file: readGgufHeader then reads a longer prefix.
+ * within the file: parseGgufHeader answers "read more" for it.
  */
 class BeyondPrefix extends Error {}
 

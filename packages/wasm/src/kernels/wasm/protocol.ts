@@ -139,10 +139,11 @@ export const Op = {
    */
   ATTENTION: 2,
   /**
-   * The gated MLP's middle. args: as MATMUL with count 2 (gate, then up, each
-   * writing its own [batch, rows] buffer), then out and the activation (0 SiLU,
-   * 1 GELU-tanh). Each thread computes its rows of both and then act(gate) * up
-   * for them into out.
+   * The gated MLP's middle. args: as MATMUL with count 2 (gate, writing its
+   * [batch, rows] products to out; up, whose "out" is the first of the threads'
+   * tiles), then out, the activation (0 SiLU, 1 GELU-tanh) and the bytes from
+   * one thread's tile to the next. Each thread computes its rows of both,
+   * gatedTileRows at a time, and act(gate) * up for them into out.
    */
   GATED: 3,
   /**

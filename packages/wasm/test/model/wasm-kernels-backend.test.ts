@@ -6,6 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { InferenceError, isInferenceError, loadModel } from "@infer/core";
@@ -14,6 +17,8 @@ import "../../src/index.js";
 import { createWasmKernels, relaxedSimdSupported } from "../../src/kernels/wasm/index.js";
 import { referenceKernels } from "../../src/kernels/reference.js";
 import { KERNELS_ENV, loadWasmModel } from "../../src/model/backend.js";
+import { writeRandomGguf } from "../../src/testing/index.js";
+import { GgmlType } from "../../src/kernels/types.js";
 
 const shared = fileURLToPath(new URL("../../../../../../shared/models/", import.meta.url));
 const skip = existsSync(shared) ? undefined : `shared models not found at ${shared} (a clone outside this workplace has none)`;
@@ -123,4 +128,42 @@ test("a model file larger than the kernels' memory is UNSUPPORTED naming the fil
     assert.match((error as Error).message, /INFER_WASM_KERNELS=reference/);
     return true;
   });
+});
+
+test("a GGUF that fails to load leaves a caller's kernels' memory as it found it", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "infer-wasm-failed-load-"));
+  const kernels = await createWasmKernels({ threads: 2 });
+  try {
+    const good = join(dir, "good.gguf");
+    await writeRandomGguf(good, { architecture: "llama", seed: 3, type: GgmlType.Q8_0 });
+    const bytes = await readFile(good);
+    const header = bytes.indexOf(Buffer.from("token_embd.weight")); // inside the tensor table
+    const cases: [string, Uint8Array, string][] = [
+      ["cut inside its tensor data", bytes.subarray(0, bytes.length - 100), "beyond the file"],
+      ["cut inside its header", bytes.subarray(0, header + 4), "GGUF"],
+      ["a tensor renamed, so the model misses one", Buffer.from(bytes).fill(0x78, header, header + 5), "token_embd"],
+    ];
+    const probe = (): number => {
+      const view = kernels.allocate!(64);
+      kernels.release!(view);
+      return view.byteOffset;
+    };
+    const before = probe();
+    for (const [what, content, mention] of cases) {
+      const path = join(dir, "bad.gguf");
+      await writeFile(path, content);
+      await assert.rejects(loadWasmModel(path, { kernels, contextLength: 64, parallelSlots: 1 }), (error: unknown) => {
+        assert.ok(isInferenceError(error), `${what}: ${String(error)}`);
+        assert.ok(error.message.includes(mention), `${what}: ${error.message}`);
+        return true;
+      });
+      assert.equal(probe(), before, `${what}: the failed load handed every allocation back`);
+    }
+    // And the kernels still run a model.
+    await using model = await loadWasmModel(good, { kernels, contextLength: 64, parallelSlots: 1 });
+    assert.equal((await model.generateText("ab", { maxTokens: 4, temperature: 0, ignoreEos: true })).tokens.length, 4);
+  } finally {
+    await kernels.dispose?.();
+    await rm(dir, { recursive: true, force: true });
+  }
 });

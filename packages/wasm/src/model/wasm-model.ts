@@ -92,7 +92,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
   inspectAttention(prompt: string, options?: { signal?: AbortSignal }): Promise<AttentionSnapshot> {
     return this.exclusive(async (signal) => {
       if (typeof prompt !== "string") throw new InferenceError("INVALID_OPTION", "prompt must be a string");
-      const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, this.parts.batchSize);
+      const scheduler = this.scheduler();
       const greedy: ResolvedGenerateOptions = {
         ...DEFAULT_GENERATE_OPTIONS,
         temperature: 0,
@@ -137,7 +137,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     signal: AbortSignal,
   ): AsyncGenerator<Token, FinishReason | void, undefined> {
     const started = performance.now();
-    const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, this.parts.batchSize);
+    const scheduler = this.scheduler();
     const seq = scheduler.start(0, this.request(this.promptIds(input), options, options.seed ?? randomSeed()));
     let firstTokenAt = 0;
     const peak = new PeakRss();
@@ -184,7 +184,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     for (let at = 0; at < prompts.length; at += this.parts.parallelSlots) {
       const wave = prompts.slice(at, at + this.parts.parallelSlots);
       // Without a batch size, each wave's prompts in one pass.
-      const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, this.parts.batchSize ?? Infinity);
+      const scheduler = this.scheduler(this.parts.batchSize ?? Infinity);
       const sequences = wave.map((prompt, i) => {
         const ids = this.promptIds({ text: prompt, chat: false });
         promptTokens += ids.length;
@@ -231,7 +231,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       onFinish?.(index, result);
     };
     const waiting = inputs.map((_, i) => i);
-    const scheduler = new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, this.parts.batchSize);
+    const scheduler = this.scheduler();
     const running = new Map<Sequence, number>();
     const freeSlots = Array.from({ length: this.parts.parallelSlots }, (_, i) => i);
     const peak = new PeakRss();
@@ -288,6 +288,11 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
   }
 
   /** Prompt ids: BOS added for plain prompts; a chat template that already starts with BOS text gets none twice. */
+  /** A decode loop over this model's cache, prompts in chunks of `chunk` tokens (by default the load's batchSize, else the scheduler's). */
+  private scheduler(chunk = this.parts.batchSize): DecodeScheduler {
+    return new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, chunk);
+  }
+
   private promptIds(input: PromptInput): number[] {
     const tokenizer = this.parts.tokenizer;
     try {

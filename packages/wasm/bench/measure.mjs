@@ -53,7 +53,7 @@ function peakRss() {
 
 async function measureOurs() {
   const { loadModel } = await import("@infer/core");
-  await import("../dist/src/index.js");
+  await import("@infer/wasm"); // the package entry, as an application imports it (its bundle: scripts/bundle.mjs)
   const started = performance.now();
   const model = await loadModel(modelPath, { backend: "wasm", threads, contextLength: CONTEXT, parallelSlots: 1, batchSize });
   const loadMs = performance.now() - started;

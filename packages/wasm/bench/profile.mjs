@@ -29,7 +29,7 @@ if (process.argv[2] === "--summary") {
     process.exit(2);
   }
   const { loadModel } = await import("@infer/core");
-  await import("../dist/src/index.js");
+  await import("@infer/wasm"); // the package entry, as an application imports it (its bundle: scripts/bundle.mjs)
   const model = await loadModel(path, { backend: "wasm", threads: Number(threads), contextLength: 1024, parallelSlots: 1 });
   const text = "Once upon a time, in a small village by the sea, there lived an old fisherman who told stories. ".repeat(60);
   const prompt = model.decode(model.encode(text).slice(0, Number(promptTokens)));

@@ -44,8 +44,14 @@ export interface WasmKernelOptions {
   relaxedSimd?: boolean;
 }
 
-/** The two builds of assembly/ (scripts/build-wasm.mjs), compiled at most once each per process. */
-const BUILDS = { baseline: "./kernels.wasm", relaxed: "./kernels-relaxed.wasm" } as const;
+/**
+ * The two builds of assembly/ (scripts/build-wasm.mjs), compiled at most once each per process.
+ * Each URL is written out whole, the form bundlers (and scripts/bundle.mjs's check) recognise.
+ */
+const BUILDS = {
+  baseline: () => new URL("./kernels.wasm", import.meta.url),
+  relaxed: () => new URL("./kernels-relaxed.wasm", import.meta.url),
+} as const;
 const compiled = new Map<keyof typeof BUILDS, Promise<WasmModule>>();
 
 /**
@@ -69,7 +75,7 @@ function loadModule(build: keyof typeof BUILDS): Promise<WasmModule> {
   let module = compiled.get(build);
   if (module) return module;
   module = (async () => {
-    const url = new URL(BUILDS[build], import.meta.url);
+    const url = BUILDS[build]();
     let bytes: Buffer;
     try {
       bytes = await readFile(url);

@@ -4,7 +4,7 @@
 //
 // Why: Node's ES module loader does work and leaves garbage for every module it loads, and
 // importing @infer/core and @infer/wasm loads 72 modules, 10 as bundles. The bundles import in
-// 15-18 ms instead of 47-57, and the loading leaves V8's heap smaller: a bench run of
+// 15-19 ms instead of 47-57, and the loading leaves V8's heap smaller: a bench run of
 // SmolLM2-135M Q8_0 at 2 threads peaks 5 MiB lower (docs/performance.md, "Peak memory").
 //
 // What is bundled, all read from each package.json so that nothing is listed twice:

@@ -57,22 +57,14 @@ const LOCK_POLL_MS = 100;
 export async function downloadFile(request: DownloadRequest): Promise<DownloadResult> {
   const { dest } = request;
   await mkdir(dirname(dest), { recursive: true });
-  for (;;) {
-    if (await isComplete(dest, request.size)) return { path: dest, fetched: 0, cached: true, resumedAt: [] };
-    const lock = await tryLock(`${dest}.lock`);
-    if (!lock) {
-      await waitForLock(`${dest}.lock`, request.signal);
-      continue;
-    }
-    try {
-      // Another process may have finished while this one waited for the lock.
-      if (await isComplete(dest, request.size)) return { path: dest, fetched: 0, cached: true, resumedAt: [] };
-      return await transfer(request);
-    } finally {
-      await lock.close();
-      await rm(`${dest}.lock`, { force: true });
-    }
-  }
+  const cached: DownloadResult = { path: dest, fetched: 0, cached: true, resumedAt: [] };
+  if (await isComplete(dest, request.size)) return cached;
+  return withFileLock(
+    `${dest}.lock`,
+    // Another process may have finished while this one waited for the lock.
+    async () => ((await isComplete(dest, request.size)) ? cached : transfer(request)),
+    request.signal,
+  );
 }
 
 async function isComplete(path: string, size: number | undefined): Promise<boolean> {
@@ -81,6 +73,26 @@ async function isComplete(path: string, size: number | undefined): Promise<boole
     return info.isFile() && (size === undefined || info.size === size);
   } catch {
     return false;
+  }
+}
+
+/**
+ * Runs `work` while holding the lock file at `path` (the pid-holding kind downloadFile uses),
+ * waiting for another holder, in this process or another, to let go first.
+ */
+export async function withFileLock<T>(path: string, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  for (;;) {
+    const lock = await tryLock(path);
+    if (!lock) {
+      await waitForLock(path, signal);
+      continue;
+    }
+    try {
+      return await work();
+    } finally {
+      await lock.close();
+      await rm(path, { force: true });
+    }
   }
 }
 

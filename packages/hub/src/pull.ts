@@ -1,9 +1,10 @@
+import { randomUUID } from "node:crypto";
 import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative, resolve, sep } from "node:path";
 import { InferenceError } from "@infer/core";
 import { resolveAlias } from "./aliases.js";
 import { cacheDir, repoDir } from "./cache.js";
-import { type DownloadProgress, downloadFile } from "./download.js";
+import { type DownloadProgress, downloadFile, withFileLock } from "./download.js";
 import { authHeaders, connectionFromEnv, fileUrl, type HubConnection, listRepoFiles } from "./listing.js";
 import { formatHubRef, type HubRef, parseHubRef } from "./ref.js";
 import { selectFiles } from "./select.js";
@@ -93,13 +94,21 @@ export async function pull(spec: string | HubRef, options: PullOptions = {}): Pr
     files.push({ path: file.path, bytes: (await stat(result.path)).size, cached: result.cached, resumedAt: result.resumedAt });
   }
   const entryPath = selection.format === "gguf" ? selection.files[0]!.path : ".";
-  const manifest = await readManifest(dir);
-  manifest[selectionKey(ref)] = { path: entryPath, format: selection.format, files: selection.files.map((f) => f.path) };
   await mkdir(dir, { recursive: true });
-  // Unique temp + rename: concurrent pulls of other selections never see half a manifest.
-  const temp = join(dir, `${MANIFEST}.${process.pid}.${Date.now()}.tmp`);
-  await writeFile(temp, JSON.stringify(manifest, null, 2));
-  await rename(temp, join(dir, MANIFEST));
+  // Read, add and write under the manifest's lock, so that concurrent pulls of other selections
+  // (in this process or another) keep each other's entries; a temp file of this call's own, renamed
+  // over the manifest, so that readers never see half of one.
+  await withFileLock(
+    join(dir, `${MANIFEST}.lock`),
+    async () => {
+      const manifest = await readManifest(dir);
+      manifest[selectionKey(ref)] = { path: entryPath, format: selection.format, files: selection.files.map((f) => f.path) };
+      const temp = join(dir, `${MANIFEST}.${process.pid}.${randomUUID()}.tmp`);
+      await writeFile(temp, JSON.stringify(manifest, null, 2));
+      await rename(temp, join(dir, MANIFEST));
+    },
+    options.signal,
+  );
   return { ref, path: join(dir, entryPath), format: selection.format, files };
 }
 

@@ -121,6 +121,19 @@ describe("pulling from a local hub", () => {
     assert.equal(hub.downloads("tiny-Q8_0.gguf").length - seen, 1);
   });
 
+  test("concurrent pulls of other selections of one repository keep each other's manifest entries", async () => {
+    const root = join(cache, "concurrent-selections");
+    // Both selections finish together, many times over: each pull's manifest update must see the others'.
+    const specs = ["hf:test/tiny-GGUF:Q4_0", "hf:test/tiny-GGUF:Q8_0", "hf:test/tiny-GGUF:Q4_0", "hf:test/tiny-GGUF:Q8_0"];
+    for (let round = 0; round < 3; round++) {
+      const roundRoot = join(root, String(round));
+      await Promise.all(specs.map((spec) => pull(spec, { endpoint, cacheDir: roundRoot })));
+      for (const spec of specs) assert.ok(await cachedPath(spec, { cacheDir: roundRoot }), `${spec} in the manifest after round ${round}`);
+      const left = await readdir(repoDir({ repo: "test/tiny-GGUF", revision: "main" }, roundRoot));
+      assert.deepEqual(left.filter((name) => name.endsWith(".tmp") || name.endsWith(".lock")), []);
+    }
+  });
+
   test("a safetensors repository gives a loadable folder with config and tokenizer", async () => {
     const result = await pull("hf:test/tiny-hf", { endpoint, cacheDir: cache });
     assert.equal(result.format, "safetensors");

@@ -1,20 +1,20 @@
 #!/usr/bin/env node
 // Bundles each package's compiled modules (dist/src, written by tsc) into a few ES modules
-// under dist/bundle, which the package's "exports" and "bin" point at.
+// under dist/bundle, which the package's "exports" point at.
 //
 // Why: Node's ES module loader does work and leaves garbage for every module it loads, and
 // importing @infer/core and @infer/wasm loads 72 modules, 10 as bundles. The bundles import in
 // 15-19 ms instead of 47-57, and the loading leaves V8's heap smaller: a bench run of
 // SmolLM2-135M Q8_0 at 2 threads peaks 5 MiB lower (docs/performance.md, "Peak memory").
 //
-// What is bundled, all read from each package.json so that nothing is listed twice:
+// What is bundled:
 //  - every export whose "default" is ./dist/bundle/NAME.js, from the module its "types" names
-//    (./dist/src/PATH.d.ts -> ./dist/src/PATH.js);
-//  - every "bin" at ./dist/bundle/NAME.js, from ./dist/src/NAME.js;
-//  - files the code loads by URL at run time (`new URL("./x", import.meta.url)`): modules are
-//    bundled as entries of their own, other files copied, both flat beside the bundles, where
-//    the same URL finds them (LOADED_BY_URL). The outputs are checked for any such URL that
-//    points at nothing.
+//    (./dist/src/PATH.d.ts -> ./dist/src/PATH.js), read from each package.json;
+//  - modules reached otherwise (ALSO_BUNDLED), each as an entry of its own, and files copied,
+//    flat beside the bundles: what the code loads by URL at run time (`new URL("./x",
+//    import.meta.url)` finds them there; the outputs are checked for any such URL that points at
+//    nothing), and what a package's "bin" runs (the bin itself is a committed file outside dist,
+//    so that it exists when npm links it at install).
 // Other packages (node:*, @infer/*, dependencies) stay imports, so every package has one copy
 // of its state (the backend registry, error classes) however it is reached.
 import { build } from "esbuild";
@@ -25,9 +25,12 @@ const root = new URL("..", import.meta.url).pathname;
 const DIST = "./dist/src/";
 const BUNDLE = "./dist/bundle/";
 
-/** Per package: modules (bundled as entries) and other files (copied) its code loads by URL, relative to dist/src. */
-const LOADED_BY_URL = {
+/** Per package, relative to dist/src: modules bundled as entries of their own, and files copied. */
+const ALSO_BUNDLED = {
+  // The worker thread and the kernel builds, loaded by URL.
   "@infer/wasm": { modules: ["kernels/wasm/worker.js"], files: ["kernels/wasm/kernels.wasm", "kernels/wasm/kernels-relaxed.wasm"] },
+  // What bin/infer.js imports.
+  "@infer/cli": { modules: ["bin.js"] },
 };
 
 function fail(message) {
@@ -49,11 +52,7 @@ function entriesOf(pkg, dir) {
     if (!types?.startsWith(DIST) || !types.endsWith(".d.ts")) fail(`${pkg.name}: exports["${key}"].types should be ${DIST}PATH.d.ts`);
     add(basename(main, ".js"), `${types.slice(0, -".d.ts".length)}.js`, `exports["${key}"]`);
   }
-  for (const [command, file] of Object.entries(pkg.bin ?? {})) {
-    if (!file.startsWith(BUNDLE)) fail(`${pkg.name}: bin.${command} should be ${BUNDLE}NAME.js`);
-    add(basename(file, ".js"), `${DIST}${file.slice(BUNDLE.length)}`, `bin.${command}`);
-  }
-  for (const module of LOADED_BY_URL[pkg.name]?.modules ?? []) add(basename(module, ".js"), `${DIST}${module}`, "LOADED_BY_URL");
+  for (const module of ALSO_BUNDLED[pkg.name]?.modules ?? []) add(basename(module, ".js"), `${DIST}${module}`, "ALSO_BUNDLED");
   return entries;
 }
 
@@ -93,6 +92,6 @@ for (const folder of packages) {
     sourcemap: true,
     logLevel: "warning",
   });
-  for (const file of LOADED_BY_URL[pkg.name]?.files ?? []) copyFileSync(join(dir, DIST, file), join(outdir, basename(file)));
+  for (const file of ALSO_BUNDLED[pkg.name]?.files ?? []) copyFileSync(join(dir, DIST, file), join(outdir, basename(file)));
   checkUrls(outdir, pkg.name);
 }

@@ -152,7 +152,6 @@ export class DecodeScheduler {
     private readonly prefillChunk = 128,
   ) {}
 
-
   /** Checks that a prompt fits the context; the slot is cleared for reuse. */
   start(slot: number, request: SequenceRequest): Sequence {
     if (request.promptIds.length === 0) {

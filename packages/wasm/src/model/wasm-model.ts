@@ -287,12 +287,12 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     await this.parts.dispose();
   }
 
-  /** Prompt ids: BOS added for plain prompts; a chat template that already starts with BOS text gets none twice. */
   /** A decode loop over this model's cache, prompts in chunks of `chunk` tokens (by default the load's batchSize, else the scheduler's). */
   private scheduler(chunk = this.parts.batchSize): DecodeScheduler {
     return new DecodeScheduler(this.parts.transformer, this.cache, this.parts.contextLength, chunk);
   }
 
+  /** Prompt ids: BOS added for plain prompts; a chat template that already starts with BOS text gets none twice. */
   private promptIds(input: PromptInput): number[] {
     const tokenizer = this.parts.tokenizer;
     try {

@@ -1,4 +1,5 @@
 export * from "./errors.js";
+export * from "./json.js";
 export * from "./types.js";
 export * from "./options.js";
 export * from "./model.js";

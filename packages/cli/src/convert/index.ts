@@ -26,11 +26,7 @@ async function readJson(folder: string, name: string, required: boolean): Promis
     if (!required) return {};
     throw new InferenceError("MODEL_NOT_FOUND", `${folder} has no ${name}; convert needs a Hugging Face model folder`, { cause: error, details: { file: path } });
   }
-  try {
-    return readJsonObject(text, path);
-  } catch (error) {
-    throw new InferenceError("MODEL_FORMAT", `${path} is not valid JSON: ${(error as Error).message}`, { cause: error, details: { file: path } });
-  }
+  return readJsonObject(text, path);
 }
 
 /** The chat template from tokenizer_config.json (string or named list) or chat_template.jinja. */

@@ -1,3 +1,4 @@
+import { InferenceError, parseModelJson } from "@infer/core";
 import { formats } from "@infer/wasm";
 
 const { GgufValueType } = formats;
@@ -9,7 +10,9 @@ export const f32 = (value: number): MetadataValue => ({ type: GgufValueType.FLOA
 export const u32 = (value: number): MetadataValue => ({ type: GgufValueType.UINT32, value });
 
 export function readJsonObject(text: string, file: string): Record<string, unknown> {
-  const parsed: unknown = JSON.parse(text);
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new SyntaxError(`${file} is not a JSON object`);
+  const parsed = parseModelJson(text, file);
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new InferenceError("MODEL_FORMAT", `${file} is not a JSON object`, { details: { file } });
+  }
   return parsed as Record<string, unknown>;
 }

@@ -2,7 +2,7 @@
  * The model configuration every architecture fills in, and a reader that takes
  * each field from either a Hugging Face config.json or GGUF metadata.
  */
-import { InferenceError } from "@infer/core";
+import { describeValue, InferenceError } from "@infer/core";
 import type { Activation, RopeMode } from "../kernels/ops.js";
 import type { RopeScaling } from "./rope.js";
 
@@ -131,7 +131,7 @@ export class ConfigReader {
     if (typeof number !== "number" || !Number.isFinite(number)) {
       throw new InferenceError(
         "MODEL_FORMAT",
-        `${this.file}: field ${this.keyName(hfKey, ggufKey)} must be a number, got ${JSON.stringify(String(value))}`,
+        `${this.file}: field ${this.keyName(hfKey, ggufKey)} must be a number, got ${describeValue(value)}`,
         { details: { file: this.file, field: this.keyName(hfKey, ggufKey) } },
       );
     }

@@ -1,7 +1,7 @@
 /** A Hugging Face model folder: config.json and its safetensors tensors. */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { InferenceError } from "@infer/core";
+import { InferenceError, parseModelJson } from "@infer/core";
 import { GgmlType } from "../kernels/types.js";
 import { readSafetensorsModel } from "../formats/safetensors.js";
 import type { FileBufferAllocator } from "../formats/read-file.js";
@@ -24,12 +24,7 @@ export async function openHfFolder(folder: string, allocate?: FileBufferAllocato
       details: { file: configFile },
     });
   }
-  let config: unknown;
-  try {
-    config = JSON.parse(text);
-  } catch (error) {
-    throw new InferenceError("MODEL_FORMAT", `${configFile}: not valid JSON`, { cause: error, details: { file: configFile } });
-  }
+  const config = parseModelJson(text, configFile);
   if (!config || typeof config !== "object" || Array.isArray(config)) {
     throw new InferenceError("MODEL_FORMAT", `${configFile}: expected a JSON object`, { details: { file: configFile } });
   }

@@ -4,7 +4,7 @@
  */
 import { readFile, readdir, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { InferenceError } from "@infer/core";
+import { InferenceError, parseModelJson } from "@infer/core";
 import { readGgufHeader } from "../formats/gguf.js";
 import { tokenizerFromGgufMetadata } from "./gguf-vocab.js";
 import { tokenizerFromHfJson } from "./hf-tokenizer.js";
@@ -31,14 +31,7 @@ async function readJson(path: string, required: boolean): Promise<unknown> {
       details: { file: path },
     });
   }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (error) {
-    throw new InferenceError("MODEL_FORMAT", `${path}: not valid JSON: ${(error as Error).message}`, {
-      cause: error,
-      details: { file: path },
-    });
-  }
+  return parseModelJson(text, path);
 }
 
 async function readOptionalText(path: string): Promise<string | undefined> {

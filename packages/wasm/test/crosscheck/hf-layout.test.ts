@@ -40,8 +40,6 @@ function roundAsFolder(architecture: string, round: (value: number) => number) {
 }
 
 describe("Hugging Face folders vs llama.cpp on the same weights as GGUF", { skip: typeof llama === "string" ? llama : false }, () => {
-  it("llama.cpp on the safetensors folder itself", { skip: "llama.cpp cannot load Hugging Face safetensors folders (GGUF only)" }, () => {});
-
   for (const architecture of ARCHITECTURES) {
     for (const dtype of ["F32", "F16", "BF16"] as const) {
       it(`${architecture} ${dtype} safetensors: logits and greedy decoding match llama.cpp on the GGUF`, async (t) => {

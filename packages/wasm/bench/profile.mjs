@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// The workload behind docs/performance.md's profiles (not a test, not a benchmark):
+// The workload for CPU profiles of the engine (not a test, not a benchmark; docs/performance.md,
+// "Running the benchmark"):
 //   node --cpu-prof --cpu-prof-dir=/tmp/prof packages/wasm/bench/profile.mjs <model> <threads> <promptTokens> [newTokens]
 //   node packages/wasm/bench/profile.mjs --summary /tmp/prof/<file>.cpuprofile [rows]
 // The first runs three greedy generations (prefill of promptTokens, then newTokens

@@ -5,7 +5,7 @@
 import { InferenceError } from "@infer/core";
 import type { AttentionKernel, Kernels } from "../kernels/types.js";
 import { referenceAttention, referenceKernels } from "../kernels/reference.js";
-import { embeddingLookup } from "../kernels/ops.js";
+import { embeddingLookup } from "../kernels/dequant.js";
 import type { LoadedModel } from "../arch/types.js";
 import { KVCache, type KVCacheType } from "./cache.js";
 import type { ModelConfig } from "./config.js";

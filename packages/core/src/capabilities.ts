@@ -6,7 +6,6 @@ import {
   isTokenizerModel,
   type TextModel,
 } from "./model.js";
-import type { Backend } from "./registry.js";
 
 export const CAPABILITY_IDS = [
   "generate",
@@ -40,9 +39,10 @@ export interface CapabilityDeclaration {
 /**
  * What a backend or a loaded model can do. For a model, each capability is
  * derived from the optional interfaces it implements, then refined by what it
- * declares; for a backend, its declaration is the answer.
+ * declares; for a backend, its declaration is the answer. A backend is taken as
+ * its declaration (all this reads of it), so this module needs nothing of the registry.
  */
-export function capabilitiesOf(subject: Backend | TextModel): CapabilityReport {
+export function capabilitiesOf(subject: CapabilityDeclaration | TextModel): CapabilityReport {
   const report = Object.fromEntries(CAPABILITY_IDS.map((id) => [id, "unsupported"])) as CapabilityReport;
   if (isModel(subject)) {
     const derived: Partial<CapabilityReport> = {
@@ -65,11 +65,11 @@ export function capabilitiesOf(subject: Backend | TextModel): CapabilityReport {
 }
 
 /** The ids whose status is "supported". */
-export function supportedCapabilities(subject: Backend | TextModel): CapabilityId[] {
+export function supportedCapabilities(subject: CapabilityDeclaration | TextModel): CapabilityId[] {
   const report = capabilitiesOf(subject);
   return CAPABILITY_IDS.filter((id) => report[id] === "supported");
 }
 
-function isModel(subject: Backend | TextModel): subject is TextModel {
+function isModel(subject: CapabilityDeclaration | TextModel): subject is TextModel {
   return hasMethods(subject, ["generate", "chat", "classify", "batchGenerate", "info"]);
 }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { it } from "node:test";
 import { fileURLToPath } from "node:url";
 
@@ -59,23 +59,4 @@ it("core has no runtime dependencies", () => {
   const manifest = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8")) as Record<string, unknown>;
   assert.equal(manifest.dependencies, undefined);
   assert.equal(manifest.peerDependencies, undefined);
-});
-
-it("the portable core (all of src except node/ and testing/) imports nothing from node:", () => {
-  const srcDir = join(pkgDir, "src");
-  const offenders: string[] = [];
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const path = join(dir, entry.name);
-      const rel = relative(srcDir, path);
-      if (entry.isDirectory()) {
-        if (rel !== "node" && rel !== "testing") walk(path);
-      } else if (entry.name.endsWith(".ts")) {
-        const source = readFileSync(path, "utf8");
-        if (/(?:from\s+|import\s*\(\s*|require\s*\(\s*)["']node:/.test(source)) offenders.push(rel);
-      }
-    }
-  };
-  walk(srcDir);
-  assert.deepEqual(offenders, []);
 });

@@ -11,7 +11,7 @@ import {
 } from "@infer/core";
 import type { LlamaContextSequence, LlamaGrammar } from "node-llama-cpp";
 import type { DecodeTimings } from "./decode.js";
-import type { LlamaCppParts } from "./model.js";
+import type { LlamaCppParts } from "./parts.js";
 import { compileGrammar } from "./sampling.js";
 import { assertLogprobsCombinable, startDecoding } from "./start-decode.js";
 

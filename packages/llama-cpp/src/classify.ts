@@ -2,7 +2,7 @@ import { abortedError, type ClassifyOptions, type ClassifyResult, InferenceError
 import type { ControlledEvaluateInputItem, LlamaContextSequence } from "node-llama-cpp";
 import { assertPromptFits, prefillAbortably, prepareSequence } from "./decode.js";
 import { denseLogits } from "./logprob-decode.js";
-import type { LlamaCppParts } from "./model.js";
+import type { LlamaCppParts } from "./parts.js";
 import { asLlamaTokens } from "./runtime.js";
 import { samplerSettings } from "./sampling.js";
 

@@ -3,7 +3,8 @@ import { hasGgufMagic } from "./gguf.js";
 import { loadLlamaCppModel } from "./load.js";
 import { runtimeAvailable, runtimeUnavailableReason } from "./runtime.js";
 
-export { LlamaCppModel, type LlamaCppParts } from "./model.js";
+export { LlamaCppModel } from "./model.js";
+export type { LlamaCppParts } from "./parts.js";
 export { loadLlamaCppModel } from "./load.js";
 export { hasGgufMagic, assertGgufFile, describeQuantization } from "./gguf.js";
 

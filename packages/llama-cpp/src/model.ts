@@ -14,7 +14,6 @@ import {
   type Message,
   type ModelInfo,
   type PromptInput,
-  type ProbeBus,
   type ResolvedGenerateOptions,
   type Token,
   type TokenizerModel,
@@ -24,29 +23,15 @@ import {
   summarizeLogits,
   toInferenceError,
 } from "@infer/core";
-import type { Llama, LlamaContext, LlamaContextSequence, LlamaEmbeddingContext, LlamaModel } from "node-llama-cpp";
+import type { LlamaEmbeddingContext } from "node-llama-cpp";
 import { runBatch } from "./batch.js";
 import { renderChatTemplate } from "./chat-template.js";
 import { classifyPrompts } from "./classify.js";
 import type { DecodeTimings } from "./decode.js";
 import { asLlamaTokens } from "./runtime.js";
+import type { LlamaCppParts } from "./parts.js";
 import { compileGrammar } from "./sampling.js";
 import { assertLogprobsCombinable, startDecoding } from "./start-decode.js";
-
-/** Everything a loaded model holds; built by `loadLlamaCppModel`. */
-export interface LlamaCppParts {
-  path: string;
-  llama: Llama;
-  model: LlamaModel;
-  context: LlamaContext;
-  /** One sequence per parallel slot; slot 0 serves single-stream calls. */
-  slots: LlamaContextSequence[];
-  /** The speculative-decoding draft, when `draftModel` was given. */
-  draft?: { model: LlamaModel; context: LlamaContext };
-  threads: number;
-  info: ModelInfo;
-  probe: ProbeBus;
-}
 
 export class LlamaCppModel extends BaseTextModel implements TokenizerModel, EmbeddingModel, CapabilityDeclaration {
   readonly backend = "llama_cpp";

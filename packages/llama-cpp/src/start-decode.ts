@@ -2,7 +2,7 @@ import { type FinishReason, InferenceError, type ResolvedGenerateOptions, type T
 import type { LlamaContextSequence, LlamaGrammar } from "node-llama-cpp";
 import { decodeSequence, type DecodeTimings } from "./decode.js";
 import { decodeWithLogprobs } from "./logprob-decode.js";
-import type { LlamaCppParts } from "./model.js";
+import type { LlamaCppParts } from "./parts.js";
 import { grammarState, samplerSettings } from "./sampling.js";
 
 /**

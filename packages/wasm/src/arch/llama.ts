@@ -6,7 +6,8 @@ import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
 import { gatedMlp, linear, norm, normHeads, projections, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
 import type { WeightSource } from "../engine/weights.js";
-import type { Architecture, LoadedModel } from "./types.js";
+import type { LoadedModel } from "../engine/transformer.js";
+import type { Architecture } from "./types.js";
 import { globalRope, hfTensorName, readSlidingWindow, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
 
 // ---- config ----------------------------------------------------------------

@@ -1,20 +1,7 @@
-/** What each architecture module provides to the engine. */
-import type { WeightMatrix } from "../kernels/types.js";
+/** What each architecture module provides to the loader. */
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
-import type { ForwardContext } from "../engine/layers.js";
+import type { LoadedModel } from "../engine/transformer.js";
 import type { WeightSource } from "../engine/weights.js";
-
-/** An architecture's weights, loaded and ready to run. */
-export interface LoadedModel {
-  /** [vocabSize, hiddenSize] */
-  embedding: WeightMatrix;
-  /** [hiddenSize] */
-  outputNorm: Float32Array;
-  /** [vocabSize, hiddenSize]; the embedding itself when tied. */
-  output: WeightMatrix;
-  /** Runs every decoder block over x [tokens, hiddenSize] in place. */
-  runLayers(ctx: ForwardContext, x: Float32Array): void;
-}
 
 export interface Architecture {
   /** Canonical id (ModelConfig.architecture). */

@@ -3,10 +3,9 @@
  * requested rows out, keys and values kept in a KVCache between calls.
  */
 import { InferenceError } from "@infer/core";
-import type { AttentionKernel, Kernels } from "../kernels/types.js";
+import type { AttentionKernel, Kernels, WeightMatrix } from "../kernels/types.js";
 import { referenceAttention, referenceKernels } from "../kernels/reference.js";
-import { embeddingLookup } from "../kernels/ops.js";
-import type { LoadedModel } from "../arch/types.js";
+import { embeddingLookup } from "../kernels/dequant.js";
 import { KVCache, type KVCacheType } from "./cache.js";
 import type { ModelConfig } from "./config.js";
 import { rmsNormRows, type ForwardContext } from "./layers.js";
@@ -14,7 +13,18 @@ import { ForwardScratch } from "./scratch.js";
 
 export type { ModelConfig } from "./config.js";
 export { KVCache, type KVCacheType } from "./cache.js";
-export { loadTransformer, type LoadedTransformer, type LoadOptions } from "./load.js";
+
+/** An architecture's weights, loaded and ready to run: what a Transformer runs (arch/ builds it, load/ hands it over). */
+export interface LoadedModel {
+  /** [vocabSize, hiddenSize] */
+  embedding: WeightMatrix;
+  /** [hiddenSize] */
+  outputNorm: Float32Array;
+  /** [vocabSize, hiddenSize]; the embedding itself when tied. */
+  output: WeightMatrix;
+  /** Runs every decoder block over x [tokens, hiddenSize] in place. */
+  runLayers(ctx: ForwardContext, x: Float32Array): void;
+}
 
 export interface ForwardBatch {
   /** [n] token ids */

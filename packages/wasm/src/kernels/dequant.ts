@@ -1,6 +1,7 @@
 /**
- * Reading one row of a WeightMatrix as float32. F32 / F16 / BF16 are read
- * directly; block-quantized types go through the GGUF type table's dequantizer.
+ * Reading rows of a WeightMatrix as float32: one row, or the embedding rows of
+ * a batch's tokens. F32 / F16 / BF16 are read directly; block-quantized types
+ * go through the GGUF type table's dequantizer.
  */
 import { InferenceError } from "@infer/core";
 import { GgmlType, plainTypeOf, type WeightMatrix } from "./types.js";
@@ -107,4 +108,15 @@ export function interleavedRowAsPlain(w: WeightMatrix, row: number): Uint8Array 
     }
   }
   return plain;
+}
+
+/** out[t, :] = embedding row tokens[t] (dequantized), times `scale`. out: [tokens, cols]. */
+export function embeddingLookup(out: Float32Array, embedding: WeightMatrix, tokens: Int32Array, scale = 1): void {
+  for (let t = 0; t < tokens.length; t++) {
+    dequantizeMatrixRow(embedding, tokens[t]!, out, t * embedding.cols);
+    if (scale !== 1) {
+      const base = t * embedding.cols;
+      for (let i = 0; i < embedding.cols; i++) out[base + i] = out[base + i]! * scale;
+    }
+  }
 }

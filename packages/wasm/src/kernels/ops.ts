@@ -1,9 +1,9 @@
 /**
  * The light numeric steps of the forward pass (norms, RoPE, activations,
- * softmax, embedding lookup). Sums run in float64.
+ * softmax). Sums run in float64. They read plain float32 arrays only (the
+ * embedding lookup, which reads a stored matrix, is dequant.ts's), so the
+ * Kernels interface in types.ts can name them without an import cycle.
  */
-import type { WeightMatrix } from "./types.js";
-import { dequantizeMatrixRow } from "./dequant.js";
 
 /**
  * RMSNorm over `rows` rows of `dim`: out = x / sqrt(mean(x²) + eps) * w.
@@ -150,17 +150,6 @@ export function gatedActivation(
 ): void {
   const act = activation === "silu" ? silu : geluTanh;
   for (let i = 0; i < count; i++) out[i] = act(gate[i]!) * up[i]!;
-}
-
-/** out[t, :] = embedding row tokens[t] (dequantized), times `scale`. out: [tokens, cols]. */
-export function embeddingLookup(out: Float32Array, embedding: WeightMatrix, tokens: Int32Array, scale = 1): void {
-  for (let t = 0; t < tokens.length; t++) {
-    dequantizeMatrixRow(embedding, tokens[t]!, out, t * embedding.cols);
-    if (scale !== 1) {
-      const base = t * embedding.cols;
-      for (let i = 0; i < embedding.cols; i++) out[base + i] = out[base + i]! * scale;
-    }
-  }
 }
 
 /** x[r, :] += bias for each of `rows` rows. */

@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isInferenceError, type ErrorCode } from "@infer/core";
-import { loadTransformer } from "../../src/engine/transformer.js";
+import { loadTransformer } from "../../src/load/load.js";
 import { readGguf } from "../../src/formats/gguf.js";
 import { writeGgufFile, type GgufTensorSpec } from "../../src/formats/gguf-writer.js";
 import { GgufValueType, type GgufValue } from "../../src/formats/gguf-values.js";

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { test } from "node:test";
-import { loadTransformer } from "../../src/engine/transformer.js";
+import { loadTransformer } from "../../src/load/load.js";
 import { getStringArray } from "../../src/formats/gguf-values.js";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import { argmax, SHARED_MODELS, skipWithoutSharedModels } from "../engine/helpers.js";

@@ -8,10 +8,9 @@ import type { FileBufferAllocator } from "../formats/read-file.js";
 import { GgufValueType } from "../formats/gguf-values.js";
 import { typeInfo } from "../formats/ggml-types.js";
 import { findArchitecture } from "../arch/registry.js";
-import type { LoadedModel } from "../arch/types.js";
-import { ConfigReader, type ModelConfig } from "./config.js";
-import { WeightSource, type StoredTensor, type WeightOptions } from "./weights.js";
-import { Transformer } from "./transformer.js";
+import { ConfigReader, type ModelConfig } from "../engine/config.js";
+import { WeightSource, type StoredTensor, type WeightOptions } from "../engine/weights.js";
+import { Transformer, type LoadedModel } from "../engine/transformer.js";
 import { openHfFolder, type HfFolder } from "./load-hf.js";
 
 export interface LoadOptions {

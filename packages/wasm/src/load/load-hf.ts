@@ -5,7 +5,7 @@ import { InferenceError, parseModelJson } from "@infer/core";
 import { GgmlType } from "../kernels/types.js";
 import { readSafetensorsModel } from "../formats/safetensors.js";
 import type { FileBufferAllocator } from "../formats/read-file.js";
-import { UNSUPPORTED_TYPE, type StoredTensor } from "./weights.js";
+import { UNSUPPORTED_TYPE, type StoredTensor } from "../engine/weights.js";
 
 export interface HfFolder {
   config: Record<string, unknown>;

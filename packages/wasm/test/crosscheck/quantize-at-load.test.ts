@@ -16,13 +16,14 @@ import { isInferenceError, loadModel } from "@infer/core";
 import "@infer/core/node";
 import "../../src/index.js";
 import { GgmlType } from "../../src/kernels/types.js";
-import { loadTransformer, type Transformer } from "../../src/engine/transformer.js";
+import type { Transformer } from "../../src/engine/transformer.js";
+import { loadTransformer } from "../../src/load/load.js";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import { writeRandomGguf, writeRandomHf } from "../../src/testing/index.js";
 import { dequantize, quantize, readGguf, writeGgufFile } from "../../src/formats/index.js";
-import { assertGreedyAgrees, toleranceFor } from "../crosscheck/compare.js";
-import { closeLlama, LlamaOracle, openLlama } from "../crosscheck/llama-oracle.js";
-import { argmax, SHARED_MODELS, skipWithoutSharedModels } from "./helpers.js";
+import { assertGreedyAgrees, toleranceFor } from "./compare.js";
+import { closeLlama, LlamaOracle, openLlama } from "./llama-oracle.js";
+import { argmax, SHARED_MODELS, skipWithoutSharedModels } from "../engine/helpers.js";
 
 const PROMPT = [5, 77, 261, 32, 104, 101, 108, 108, 111, 258, 44, 200, 3, 99];
 

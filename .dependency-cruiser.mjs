@@ -1,0 +1,59 @@
+// Dependency rules, checked by `npm run lint` (scripts/check-dependencies.mjs), which first
+// proves on scripts/dependency-fixtures/ that each rule still fires.
+
+/**
+ * Source trees that must run outside Node (a browser, a worker, another runtime): they may import
+ * no Node built-in (`node:fs`, `fs`, ...). Paths from the repository root, as regular expressions.
+ * The rule reads each file's own imports, so what a portable file imports must be node-free too
+ * (wasm's engine/ reads formats/ggml-types.ts, ggml-quantize.ts and half.ts, which are).
+ * A new portable package or folder is one line here; @infer/wasm's other folders still read files
+ * or start worker threads themselves (issue #22).
+ */
+export const PORTABLE = [
+  "^packages/core/src/(?!node/|testing/)",
+  "^packages/wasm/src/arch/",
+  "^packages/wasm/src/engine/",
+  "^packages/wasm/src/kernels/(?!wasm/)",
+];
+
+/**
+ * The one folder cycle left, owned elsewhere: wasm's formats/ggml-types.ts takes GgmlType from
+ * kernels/types.ts while kernels/dequant.ts decodes with formats/. The format code is moving to a
+ * package of its own (@infer/gguf, issue #20), which ends it; then drop this and the second
+ * no-folder-cycle rule, and the first one's `pathNot`.
+ */
+const FORMATS_AND_KERNELS = "^packages/wasm/src/(formats|kernels)$";
+
+const folderCycle = {
+  name: "no-folder-cycle",
+  comment: "Folders depend one way (in @infer/wasm: load -> arch -> engine -> kernels): two folders must not import each other, even through different files.",
+  severity: "error",
+  scope: "folder",
+};
+
+export default {
+  forbidden: [
+    {
+      name: "no-file-cycle",
+      comment: "A module must not import itself through others (type-only imports count): move the shared piece where both can import it.",
+      severity: "error",
+      from: {},
+      to: { circular: true },
+    },
+    { ...folderCycle, from: { pathNot: FORMATS_AND_KERNELS }, to: { circular: true } },
+    { ...folderCycle, from: { path: FORMATS_AND_KERNELS }, to: { circular: true, pathNot: FORMATS_AND_KERNELS } },
+    {
+      name: "portable-imports-no-node",
+      comment: "Portable code (PORTABLE in .dependency-cruiser.mjs) must not import Node built-ins.",
+      severity: "error",
+      from: { path: PORTABLE },
+      to: { dependencyTypes: ["core"] },
+    },
+  ],
+  options: {
+    // Type-only imports are dependencies too: a cycle of types is still a cycle of modules.
+    tsPreCompilationDeps: true,
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "(^|/)(dist|node_modules)/" },
+  },
+};

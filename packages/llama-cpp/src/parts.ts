@@ -1,0 +1,19 @@
+// The parts of a loaded model, in a module of their own: the model class and the helpers it
+// delegates to (batch, classify, start-decode) all take them, and none of those needs the class.
+import type { ProbeBus, ModelInfo } from "@infer/core";
+import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
+
+/** Everything a loaded model holds; built by `loadLlamaCppModel`. */
+export interface LlamaCppParts {
+  path: string;
+  llama: Llama;
+  model: LlamaModel;
+  context: LlamaContext;
+  /** One sequence per parallel slot; slot 0 serves single-stream calls. */
+  slots: LlamaContextSequence[];
+  /** The speculative-decoding draft, when `draftModel` was given. */
+  draft?: { model: LlamaModel; context: LlamaContext };
+  threads: number;
+  info: ModelInfo;
+  probe: ProbeBus;
+}

@@ -1,0 +1,5 @@
+import type { A } from "./cycle-a.js";
+
+export interface B {
+  a?: A;
+}

@@ -1,0 +1,3 @@
+import { scale } from "../engine/scale.js";
+
+export const layer = () => scale;

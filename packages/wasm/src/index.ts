@@ -8,7 +8,7 @@ export { loadTokenizer, StreamDecoder, renderChat, type Tokenizer } from "./toke
 export { loadTransformer, Transformer, KVCache, type KVCacheType, type ForwardBatch, type ModelConfig } from "./engine/transformer.js";
 export { referenceKernels } from "./kernels/reference.js";
 export { createWasmKernels, relaxedSimdSupported, type WasmKernelOptions } from "./kernels/wasm/index.js";
-export { GgmlType, type Kernels, type KVBuffer, type WeightMatrix } from "./kernels/types.js";
-export * as formats from "./formats/index.js";
+// Weight matrices are typed by @infer/formats' GgmlType, or by the kernels' own layouts.
+export { KernelLayout, type Kernels, type KVBuffer, type MatrixType, type WeightMatrix } from "./kernels/types.js";
 
 register(wasmBackend);

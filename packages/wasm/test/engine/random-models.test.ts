@@ -9,11 +9,10 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { GgmlType } from "../../src/kernels/types.js";
+import { GgmlType, type GgufTensorSpec } from "@infer/formats";
+import { readGguf, writeGgufFile } from "@infer/formats/node";
 import { loadTransformer, type Transformer } from "../../src/engine/transformer.js";
 import { writeRandomGguf, writeRandomHf, type RandomArchitecture, type RandomModelSpec } from "../../src/testing/index.js";
-import { readGguf } from "../../src/formats/gguf.js";
-import { writeGgufFile, type GgufTensorSpec } from "../../src/formats/gguf-writer.js";
 import { naiveLogits } from "./naive-forward.js";
 import { argmax, maxRelativeError } from "./helpers.js";
 

@@ -11,12 +11,10 @@ import {
   f32ToBf16,
   f32ToF16,
   parseSafetensors,
-  readSafetensors,
-  readSafetensorsModel,
   toFloat32,
   writeSafetensors,
-  writeSafetensorsFile,
-} from "../../src/formats/index.js";
+} from "../src/index.js";
+import { readSafetensors, readSafetensorsModel, writeSafetensorsFile } from "../src/node/index.js";
 import { SHARED_MODELS, assertInferenceError, assertRejectsWith, sharedModelsSkip } from "./helpers.js";
 
 const TINY = join(SHARED_MODELS, "tinystories-656k");

@@ -1,18 +1,15 @@
 /**
- * Writes the smallest valid GGUF v3 file by hand (no tensors), so discovery and
- * format detection are tested against the spec's layout rather than our reader:
+ * Writes the smallest valid GGUF v3 file by hand (no tensors), so format
+ * detection and loading are tested against the spec's layout rather than our reader:
  * magic "GGUF", u32 version, u64 tensor count, u64 kv count, then per kv a
  * u64-length-prefixed key, a u32 value type and the value.
  */
 const GGUF_TYPE_UINT32 = 4;
 const GGUF_TYPE_STRING = 8;
-const GGUF_TYPE_ARRAY = 9;
 
 export interface GgufFixture {
   architecture?: string;
   fileType?: number;
-  /** A string array written before the other keys (e.g. a vocabulary), to test long headers. */
-  leadingStrings?: string[];
 }
 
 export function ggufHeader(fixture: GgufFixture): Buffer {
@@ -31,19 +28,11 @@ export function ggufHeader(fixture: GgufFixture): Buffer {
     u64(Buffer.byteLength(s));
     parts.push(Buffer.from(s, "utf8"));
   };
-  const kvCount =
-    (fixture.leadingStrings ? 1 : 0) + (fixture.architecture !== undefined ? 1 : 0) + (fixture.fileType !== undefined ? 1 : 0);
+  const kvCount = (fixture.architecture !== undefined ? 1 : 0) + (fixture.fileType !== undefined ? 1 : 0);
   parts.push(Buffer.from("GGUF", "latin1"));
   u32(3);
   u64(0);
   u64(kvCount);
-  if (fixture.leadingStrings) {
-    str("tokenizer.ggml.tokens");
-    u32(GGUF_TYPE_ARRAY);
-    u32(GGUF_TYPE_STRING);
-    u64(fixture.leadingStrings.length);
-    for (const s of fixture.leadingStrings) str(s);
-  }
   if (fixture.architecture !== undefined) {
     str("general.architecture");
     u32(GGUF_TYPE_STRING);

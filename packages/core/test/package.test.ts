@@ -49,7 +49,7 @@ it("@infer/core resolves from the repository root and exports the API", () => {
 
 it("@infer/core/node and @infer/core/testing resolve too", () => {
   const node = importKeys("@infer/core/node");
-  for (const name of ["discover", "discoverModels", "detectFormat", "nodeHost", "isGgufFile", "isHfFolder"]) {
+  for (const name of ["detectFormat", "nodeHost", "isGgufFile", "isHfFolder"]) {
     assert.ok(node.includes(name), `@infer/core/node does not export ${name}`);
   }
   assert.ok(importKeys("@infer/core/testing").includes("runConformanceSuite"));

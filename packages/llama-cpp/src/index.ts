@@ -6,7 +6,7 @@ import { runtimeAvailable, runtimeUnavailableReason } from "./runtime.js";
 export { LlamaCppModel } from "./model.js";
 export type { LlamaCppParts } from "./parts.js";
 export { loadLlamaCppModel } from "./load.js";
-export { hasGgufMagic, assertGgufFile, describeQuantization } from "./gguf.js";
+export { hasGgufMagic, assertGgufFile } from "./gguf.js";
 
 /** Backend "llama_cpp": GGUF models on llama.cpp's prebuilt binaries (CPU, or a GPU flavour when installed). */
 export const llamaCppBackend: Backend = {

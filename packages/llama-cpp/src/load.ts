@@ -1,9 +1,10 @@
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
+import { describeQuantization, elementCount } from "@infer/formats";
 import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
 import { createDraftPredictor } from "./draft-predictor.js";
-import { assertAdapterMetadata, assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
+import { assertAdapterMetadata, assertGgufFile } from "./gguf.js";
 import { assertContextFits, assertKvTypeFits } from "./memory.js";
 import { LlamaCppModel } from "./model.js";
 import { asLlamaTokens, getRuntime, nodeLlamaCpp, withLlamaLog } from "./runtime.js";

@@ -6,6 +6,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { isInferenceError, loadModel } from "@infer/core";
+import { GgmlType, GgufValueType, type GgufValueInput } from "@infer/formats";
+import { readGguf, writeGgufFile } from "@infer/formats/node";
 import "../src/index.js";
 import type { LlamaCppModel } from "../src/index.js";
 import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
@@ -14,32 +16,14 @@ import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
  * LoRA and speculative decoding, checked against independent references: an
  * adapter must act exactly like its update merged into the weights (a second
  * model file written here), and a draft model must not change greedy output.
- * GGUF files are written with @infer/wasm's GGUF reader/writer, loaded from its
- * build output (a test-only link; this package does not depend on it).
+ * Random models come from @infer/wasm's testing module, loaded from its build
+ * output (a test-only link; this package does not depend on it).
  */
-const WASM_FORMATS = new URL("../../../wasm/dist/src/formats/index.js", import.meta.url);
 const WASM_TESTING = new URL("../../../wasm/dist/src/testing/index.js", import.meta.url);
-const skipWithoutWasm = existsSync(fileURLToPath(WASM_FORMATS)) && existsSync(fileURLToPath(WASM_TESTING))
+const skipWithoutWasm = existsSync(fileURLToPath(WASM_TESTING))
   ? false
-  : `needs @infer/wasm's GGUF writer and random models under ${fileURLToPath(new URL("../../../wasm/dist/src/", import.meta.url))} (build packages/wasm first)`;
+  : `needs @infer/wasm's random models under ${fileURLToPath(new URL("../../../wasm/dist/src/", import.meta.url))} (build packages/wasm first)`;
 
-interface GgufTensorInfo {
-  name: string;
-  shape: number[];
-  type: number;
-  offset: number;
-  byteLength: number;
-}
-interface WasmFormats {
-  readGguf(path: string): Promise<{ metadata: Map<string, unknown>; tensors: GgufTensorInfo[] }>;
-  writeGgufFile(
-    path: string,
-    spec: { metadata: Map<string, unknown> | Record<string, unknown>; tensors: { name: string; shape: number[]; type: number; data: Float32Array }[] },
-  ): Promise<void>;
-}
-
-const F32 = 0;
-const GGUF_FLOAT32 = 6;
 const RANK = 4;
 const ALPHA = 8;
 const GREEDY = { temperature: 0, maxTokens: 60 } as const;
@@ -62,13 +46,12 @@ describe("LoRA adapters and speculative decoding", { skip: skipWithoutStories ||
   let merged: LlamaCppModel;
 
   before(async () => {
-    const formats = (await import(WASM_FORMATS.href)) as WasmFormats;
     dir = await mkdtemp(join(tmpdir(), "infer-llama-cpp-lora-"));
     const file = await readFile(STORIES_GGUF);
-    const source = await formats.readGguf(STORIES_GGUF);
+    const source = await readGguf(STORIES_GGUF);
     const weights = new Map(
       source.tensors.map((t) => {
-        assert.equal(t.type, F32, "stories260K stores every tensor as F32");
+        assert.equal(t.type, GgmlType.F32, "stories260K stores every tensor as F32");
         return [t.name, new Float32Array(file.buffer.slice(file.byteOffset + t.offset, file.byteOffset + t.offset + t.byteLength))];
       }),
     );
@@ -84,8 +67,8 @@ describe("LoRA adapters and speculative decoding", { skip: skipWithoutStories ||
       const b = noise(RANK * outDim, 200 + index, 0.5);
       const stem = target.name.replace(/\.weight$/, "");
       adapterTensors.push(
-        { name: `${stem}.weight.lora_a`, shape: [inDim, RANK], type: F32, data: a },
-        { name: `${stem}.weight.lora_b`, shape: [RANK, outDim], type: F32, data: b },
+        { name: `${stem}.weight.lora_a`, shape: [inDim, RANK], type: GgmlType.F32, data: a },
+        { name: `${stem}.weight.lora_b`, shape: [RANK, outDim], type: GgmlType.F32, data: b },
       );
       const w = Float32Array.from(weights.get(target.name)!);
       for (let o = 0; o < outDim; o++) {
@@ -97,21 +80,21 @@ describe("LoRA adapters and speculative decoding", { skip: skipWithoutStories ||
       }
       mergedWeights.set(target.name, w);
     }
-    const adapterMetadata = {
+    const adapterMetadata: Record<string, GgufValueInput> = {
       "general.architecture": "llama",
       "general.type": "adapter",
       "adapter.type": "lora",
-      "adapter.lora.alpha": { type: GGUF_FLOAT32, value: ALPHA },
+      "adapter.lora.alpha": { type: GgufValueType.FLOAT32, value: ALPHA },
     };
-    await formats.writeGgufFile(join(dir, "adapter.gguf"), { metadata: adapterMetadata, tensors: adapterTensors });
+    await writeGgufFile(join(dir, "adapter.gguf"), { metadata: adapterMetadata, tensors: adapterTensors });
     // The same adapter with alpha stored as an integer: llama.cpp would abort the process reading it.
-    await formats.writeGgufFile(join(dir, "int-alpha.gguf"), {
+    await writeGgufFile(join(dir, "int-alpha.gguf"), {
       metadata: { ...adapterMetadata, "adapter.lora.alpha": ALPHA },
       tensors: adapterTensors,
     });
-    await formats.writeGgufFile(join(dir, "merged.gguf"), {
+    await writeGgufFile(join(dir, "merged.gguf"), {
       metadata: source.metadata,
-      tensors: source.tensors.map((t) => ({ name: t.name, shape: t.shape, type: F32, data: mergedWeights.get(t.name)! })),
+      tensors: source.tensors.map((t) => ({ name: t.name, shape: t.shape, type: GgmlType.F32, data: mergedWeights.get(t.name)! })),
     });
 
     base = (await loadModel(STORIES_GGUF, TEST_LOAD)) as LlamaCppModel;
@@ -159,20 +142,19 @@ describe("LoRA adapters and speculative decoding", { skip: skipWithoutStories ||
   });
 
   test("a model whose metadata has a wrongly typed key is MODEL_FORMAT naming file and key", async () => {
-    const formats = (await import(WASM_FORMATS.href)) as WasmFormats;
     const file = await readFile(STORIES_GGUF);
-    const source = await formats.readGguf(STORIES_GGUF);
+    const source = await readGguf(STORIES_GGUF);
     const metadata = new Map(source.metadata);
     const tokenTypes = metadata.get("tokenizer.ggml.token_type") as { value: Int32Array };
     // token types stored as FLOAT32 instead of INT32
-    metadata.set("tokenizer.ggml.token_type", { type: 9, itemType: GGUF_FLOAT32, value: Float32Array.from(tokenTypes.value) });
+    metadata.set("tokenizer.ggml.token_type", { type: GgufValueType.ARRAY, itemType: GgufValueType.FLOAT32, value: Float32Array.from(tokenTypes.value) });
     const path = join(dir, "float-token-types.gguf");
-    await formats.writeGgufFile(path, {
+    await writeGgufFile(path, {
       metadata,
       tensors: source.tensors.map((t) => ({
         name: t.name,
         shape: t.shape,
-        type: F32,
+        type: GgmlType.F32,
         data: new Float32Array(file.buffer.slice(file.byteOffset + t.offset, file.byteOffset + t.offset + t.byteLength)),
       })),
     });

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { isInferenceError } from "@infer/core";
-import { assertGgufFile, describeQuantization, hasGgufMagic } from "../src/gguf.js";
+import { assertGgufFile, hasGgufMagic } from "../src/gguf.js";
 
 async function scratch(name: string, bytes: Uint8Array): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "infer-llama-cpp-"));
@@ -47,19 +47,4 @@ test("assertGgufFile names the file and the problem", async () => {
   huge.writeBigUInt64LE(1n << 40n, 8); // 2^40 tensors in a 24-byte file
   await expectCode(await scratch("huge.gguf", huge), "MODEL_FORMAT", "more than its 24 bytes");
   await assertGgufFile(await scratch("ok.gguf", header(3)));
-});
-
-test("describeQuantization reads general.file_type, else the dominant tensor type", () => {
-  assert.deepEqual(describeQuantization(0, []), { bits: 32, group: 0 });
-  assert.deepEqual(describeQuantization(7, []), { bits: 8, group: 32 }); // Q8_0
-  assert.deepEqual(describeQuantization(15, []), { bits: 4, group: 256 }); // Q4_K_M
-  assert.deepEqual(describeQuantization(32, []), { bits: 16, group: 0 }); // BF16
-  // No file type: the Q4_0 matrix outweighs the F32 norms.
-  const tensors = [
-    { ggmlType: 0, dimensions: [64] },
-    { ggmlType: 2, dimensions: [64, 64] },
-    { ggmlType: 0, dimensions: [64] },
-  ];
-  assert.deepEqual(describeQuantization(undefined, tensors), { bits: 4, group: 32 });
-  assert.deepEqual(describeQuantization(undefined, []), { bits: 0, group: 0 });
 });

@@ -20,10 +20,10 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InferenceError } from "@infer/core";
-import type { GgufTensorSpec, GgufValueInput, WasmKit } from "./wasm-link.js";
+import { GgmlType, GgufTokenType, GgufValueType, toFloat32, type GgufTensorSpec, type GgufValueInput } from "@infer/formats";
+import { readSafetensorsModel, writeGgufFile } from "@infer/formats/node";
+import type { WasmKit } from "./wasm-link.js";
 
-/** GGUF token types (llama.cpp's llama_token_type). */
-const TOKEN_TYPE = { normal: 1, control: 3, byte: 6 } as const;
 /** The score convert_hf_to_gguf.py's LlamaHfVocab gives every token. */
 const HF_VOCAB_SCORE = -1000;
 
@@ -95,16 +95,16 @@ export async function convertHfLlamaToGguf(kit: WasmKit, folder: string, target:
   if ((config.hidden_act ?? "silu") !== "silu") refuse(folder, `hidden_act ${config.hidden_act}`);
   checkDimensions(folder, config);
   const metadata: Record<string, GgufValueInput> = {
-    ...(await vocabularyMetadata(kit, folder, config.vocab_size)),
-    ...hyperparameters(kit, config),
+    ...(await vocabularyMetadata(folder, config.vocab_size)),
+    ...hyperparameters(config),
   };
   const tensors = await tensorSpecs(kit, folder, config);
-  await kit.writeGgufFile(target, { metadata, tensors });
+  await writeGgufFile(target, { metadata, tensors });
 }
 
-function hyperparameters(kit: WasmKit, config: LlamaConfig): Record<string, GgufValueInput> {
-  const u32 = (value: number) => ({ type: kit.GgufValueType.UINT32, value });
-  const f32 = (value: number) => ({ type: kit.GgufValueType.FLOAT32, value });
+function hyperparameters(config: LlamaConfig): Record<string, GgufValueInput> {
+  const u32 = (value: number) => ({ type: GgufValueType.UINT32 as const, value });
+  const f32 = (value: number) => ({ type: GgufValueType.FLOAT32 as const, value });
   return {
     "general.architecture": "llama",
     "general.name": "converted Hugging Face llama",
@@ -125,7 +125,7 @@ function headDim(config: LlamaConfig): number {
   return config.head_dim ?? config.hidden_size / config.num_attention_heads;
 }
 
-async function vocabularyMetadata(kit: WasmKit, folder: string, vocabSize: number): Promise<Record<string, GgufValueInput>> {
+async function vocabularyMetadata(folder: string, vocabSize: number): Promise<Record<string, GgufValueInput>> {
   const tokenizer = await readJson<TokenizerJson>(folder, "tokenizer.json");
   const tokenizerConfig = await readJson<TokenizerConfig>(folder, "tokenizer_config.json");
   // convert_hf_to_gguf.py takes the llama_hf path only for this kind of tokenizer.json.
@@ -157,10 +157,10 @@ async function vocabularyMetadata(kit: WasmKit, folder: string, vocabSize: numbe
   }
   const controlIds = new Set(special.values());
   const tokenTypes = Int32Array.from(tokens, (content, id) =>
-    /^<0x[0-9A-Fa-f]{2}>$/.test(content) ? TOKEN_TYPE.byte : controlIds.has(id) ? TOKEN_TYPE.control : TOKEN_TYPE.normal,
+    /^<0x[0-9A-Fa-f]{2}>$/.test(content) ? GgufTokenType.Byte : controlIds.has(id) ? GgufTokenType.Control : GgufTokenType.Normal,
   );
 
-  const u32 = (value: number) => ({ type: kit.GgufValueType.UINT32, value });
+  const u32 = (value: number) => ({ type: GgufValueType.UINT32 as const, value });
   const metadata: Record<string, GgufValueInput> = {
     "tokenizer.ggml.model": "llama",
     "tokenizer.ggml.pre": "default",
@@ -194,7 +194,7 @@ const LAYER_TENSORS: Record<string, string> = {
 };
 
 async function tensorSpecs(kit: WasmKit, folder: string, config: LlamaConfig): Promise<GgufTensorSpec[]> {
-  const { tensors, metadata } = await kit.readSafetensorsModel(folder);
+  const { tensors, metadata } = await readSafetensorsModel(folder);
   // A tied checkpoint may store the shared matrix under one name only and record the
   // other as an alias in __metadata__ (this one keeps lm_head.weight, aliasing
   // model.embed_tokens.weight to it).
@@ -209,7 +209,7 @@ async function tensorSpecs(kit: WasmKit, folder: string, config: LlamaConfig): P
     if (!tensor) refuse(folder, `tensor ${hfName} is missing`, "MODEL_FORMAT");
     if (tensor.dtype !== "F32") refuse(folder, `tensor ${hfName} is ${tensor.dtype}, not F32`);
     used.add(tensor.name);
-    let values = kit.toFloat32(tensor);
+    let values = toFloat32(tensor);
     if (rotaryHeads !== undefined) {
       // [heads * headSize, hidden]: the permutation works per head, so the rows must be exactly that.
       if (tensor.shape.length !== 2 || tensor.shape[0] !== rotaryHeads * headSize) {
@@ -217,7 +217,7 @@ async function tensorSpecs(kit: WasmKit, folder: string, config: LlamaConfig): P
       }
       values = kit.permuteForNormalRope(values, rotaryHeads, headSize);
     }
-    specs.push({ name: ggufName, shape: [...tensor.shape].reverse(), type: kit.GgmlType.F32, data: values });
+    specs.push({ name: ggufName, shape: [...tensor.shape].reverse(), type: GgmlType.F32, data: values });
   };
 
   add("model.embed_tokens.weight", "token_embd.weight");

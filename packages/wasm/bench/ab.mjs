@@ -17,8 +17,8 @@
 /* global WebAssembly */
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
-import { quantize } from "../dist/src/formats/index.js";
-import { GgmlType } from "../dist/src/kernels/types.js";
+import { GgmlType, quantize } from "@infer/formats";
+import { KernelLayout } from "../dist/src/kernels/types.js";
 
 const [fileA, fileB] = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -85,7 +85,7 @@ function setUp(file, weights) {
 }
 
 const interleaved = process.argv.includes("--interleave");
-const matmulType = interleaved ? { [GgmlType.Q4_0]: GgmlType.Q4_0_X4, [GgmlType.Q8_0]: GgmlType.Q8_0_X4, [GgmlType.Q5_0]: GgmlType.Q5_0_X4, [GgmlType.Q5_1]: GgmlType.Q5_1_X4 }[type] : type;
+const matmulType = interleaved ? { [GgmlType.Q4_0]: KernelLayout.Q4_0_X4, [GgmlType.Q8_0]: KernelLayout.Q8_0_X4, [GgmlType.Q5_0]: KernelLayout.Q5_0_X4, [GgmlType.Q5_1]: KernelLayout.Q5_1_X4 }[type] : type;
 const values = new Float32Array(rows * cols).map((_, i) => Math.sin(i * 12.9898) * 0.5);
 const weights = quantize(type, values);
 const builds = [setUp(fileA, weights), setUp(fileB, weights)];

@@ -10,7 +10,7 @@ import { mkdir, open, rename, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { TextEncoder } from "node:util";
-import { GgmlType, f32ToF16, rowBytes, typeName, writeGguf } from "../dist/src/formats/index.js";
+import { GgmlType, f32ToF16, rowBytes, typeInfo, typeName, writeGguf } from "@infer/formats";
 import { byteVocab } from "../dist/src/testing/byte-vocab.js";
 
 /** The shapes benchmarked (from each model's config.json). */
@@ -246,7 +246,7 @@ function randomTensor(dims, type, random) {
   // Q8_0 (f16 scale + 32 int8), Q4_0 (f16 scale + 16 bytes of nibbles), Q5_0 (f16 scale + 4 bytes
   // of fifth bits + 16 of nibbles) and Q5_1 (Q5_0's with an f16 minimum after the scale, here -16
   // scales so the values center on zero): random quants, one scale.
-  const blockBytes = { [GgmlType.Q8_0]: 34, [GgmlType.Q5_0]: 22, [GgmlType.Q5_1]: 24 }[type] ?? 18;
+  const blockBytes = typeInfo(type).bytesPerBlock;
   const levels = type === GgmlType.Q8_0 ? 127 : type === GgmlType.Q5_0 || type === GgmlType.Q5_1 ? 16 : 8;
   const d = f32ToF16(scale / levels);
   const m = f32ToF16(-scale);

@@ -4,9 +4,8 @@
 // for Q8_0 / Q4_0 matrices of a small model's shapes. Build first
 // (`npm run build`), then: node packages/wasm/bench/kernels.mjs [--batch N] [--seconds S]
 import { performance } from "node:perf_hooks";
-import { quantize } from "../dist/src/formats/index.js";
+import { GgmlType, quantize } from "@infer/formats";
 import { referenceMatmul } from "../dist/src/kernels/reference.js";
-import { GgmlType } from "../dist/src/kernels/types.js";
 import { createWasmKernels } from "../dist/src/kernels/wasm/index.js";
 
 const argument = (name, fallback) => {

@@ -9,7 +9,7 @@ export { Transformer, KVCache, type KVCacheType, type ForwardBatch, type ModelCo
 export { loadTransformer } from "./load/load.js";
 export { referenceKernels } from "./kernels/reference.js";
 export { createWasmKernels, relaxedSimdSupported, type WasmKernelOptions } from "./kernels/wasm/index.js";
-export { GgmlType, type Kernels, type KVBuffer, type WeightMatrix } from "./kernels/types.js";
-export * as formats from "./formats/index.js";
+// Weight matrices are typed by @infer/formats' GgmlType, or by the kernels' own layouts.
+export { KernelLayout, type Kernels, type KVBuffer, type MatrixType, type WeightMatrix } from "./kernels/types.js";
 
 register(wasmBackend);

@@ -1,6 +1,5 @@
 import { basename, delimiter, join, relative, resolve } from "node:path";
-import { type DiscoveredModel, discoverModels } from "@infer/core/node";
-import { cacheDir, listAliases, refOfCachedPath } from "@infer/hub";
+import { cacheDir, type DiscoveredModel, discoverModels, listAliases, refOfCachedPath } from "@infer/hub";
 import { type Command, listFlag } from "../command.js";
 import { formatBytes, formatTable } from "../format.js";
 import { write } from "../io.js";

@@ -1,9 +1,10 @@
 import { readFile, rename, stat, writeFile } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import { InferenceError } from "@infer/core";
-import { formats } from "@infer/wasm";
+import { GgmlType, toFloat32, writeGguf, type GgufTensorSpec, type GgufValueInput } from "@infer/formats";
+import { readSafetensorsModel } from "@infer/formats/node";
 import { planFromConfig } from "./config.js";
-import { FILE_TYPES, ggufName, type OutputType, permuteIfRotary, tensorType } from "./tensors.js";
+import { fileTypeOf, ggufName, type OutputType, permuteIfRotary, tensorType } from "./tensors.js";
 import { readJsonObject, u32 } from "./values.js";
 import { vocabMetadata } from "./vocab.js";
 
@@ -57,14 +58,14 @@ export async function convertHfToGguf(folder: string, out: string, type: OutputT
   const plan = planFromConfig(config, join(dir, "config.json"), basename(dir));
   const metadata = {
     ...plan.metadata,
-    "general.file_type": u32(FILE_TYPES[type]),
+    "general.file_type": u32(fileTypeOf(type)),
     ...(type === "q8_0" || type === "q4_0" ? { "general.quantization_version": u32(2) } : {}),
     ...vocabMetadata(tokenizer as never, tokenizerConfig, config, plan, join(dir, "tokenizer.json")),
-  } as Record<string, formats.GgufValueInput>;
+  } as Record<string, GgufValueInput>;
   const template = await chatTemplate(dir, tokenizerConfig);
   if (template) metadata["tokenizer.chat_template"] = template;
 
-  const weights = await formats.readSafetensorsModel(dir);
+  const weights = await readSafetensorsModel(dir);
   // Tied checkpoints may store only one of the pair (the other named in __metadata__): either serves as the embedding.
   const embedding = weights.tensors.get("model.embed_tokens.weight") ?? weights.tensors.get("lm_head.weight");
   if (!embedding) throw new InferenceError("MODEL_FORMAT", `${dir}: no model.embed_tokens.weight or lm_head.weight`, { details: { folder: dir } });
@@ -72,17 +73,17 @@ export async function convertHfToGguf(folder: string, out: string, type: OutputT
   sources.set("model.embed_tokens.weight", embedding);
   if (plan.tiedEmbeddings) sources.delete("lm_head.weight");
 
-  const tensors: formats.GgufTensorSpec[] = [];
+  const tensors: GgufTensorSpec[] = [];
   for (const [hfName, tensor] of [...sources].sort(([a], [b]) => a.localeCompare(b))) {
     const name = ggufName(hfName, plan.layers);
     if (!name) continue;
     const cols = tensor.shape[tensor.shape.length - 1] ?? 1;
-    const values = permuteIfRotary(plan, name, formats.toFloat32(tensor), cols);
+    const values = permuteIfRotary(plan, name, toFloat32(tensor), cols);
     // ggml lists dimensions innermost first: a [rows, cols] matrix is shape [cols, rows].
     tensors.push({ name, shape: [...tensor.shape].reverse(), type: tensorType(tensor.shape, type), data: values });
   }
-  if (plan.ropeFactors) tensors.push({ name: "rope_freqs.weight", shape: [plan.ropeFactors.length], type: formats.GgmlType.F32, data: plan.ropeFactors });
-  const bytes = formats.writeGguf({ metadata, tensors });
+  if (plan.ropeFactors) tensors.push({ name: "rope_freqs.weight", shape: [plan.ropeFactors.length], type: GgmlType.F32, data: plan.ropeFactors });
+  const bytes = writeGguf({ metadata, tensors });
   // Write beside the target, then rename: a failed conversion never leaves half a GGUF under the final name.
   const temp = `${out}.${process.pid}.tmp`;
   await writeFile(temp, bytes);

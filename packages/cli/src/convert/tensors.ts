@@ -1,9 +1,6 @@
 import { InferenceError } from "@infer/core";
-import { formats } from "@infer/wasm";
+import { GgmlType, fileTypeId, typeName } from "@infer/formats";
 import type { ArchPlan } from "./config.js";
-
-const { GgmlType } = formats;
-type GgmlType = formats.GgmlType;
 
 /** Hugging Face names of one decoder layer's tensors -> llama.cpp's. */
 const LAYER_NAMES: Record<string, string> = {
@@ -66,8 +63,12 @@ export function permuteRotaryRows(values: Float32Array, heads: number, cols: num
 export const OUTPUT_TYPES = { f32: GgmlType.F32, f16: GgmlType.F16, q8_0: GgmlType.Q8_0, q4_0: GgmlType.Q4_0 } as const;
 export type OutputType = keyof typeof OUTPUT_TYPES;
 
-/** llama.cpp's general.file_type for each output type. */
-export const FILE_TYPES: Record<OutputType, number> = { f32: 0, f16: 1, q4_0: 2, q8_0: 7 };
+/** llama.cpp's general.file_type for an output type: the file type named as its ggml type. */
+export function fileTypeOf(type: OutputType): number {
+  const id = fileTypeId(typeName(OUTPUT_TYPES[type]));
+  if (id === undefined) throw new InferenceError("INTERNAL", `no GGUF file type is named ${typeName(OUTPUT_TYPES[type])}`);
+  return id;
+}
 
 /**
  * Norms and biases stay F32 (small, and precision matters); matrices take the

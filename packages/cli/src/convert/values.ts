@@ -1,8 +1,7 @@
 import { InferenceError, parseModelJson } from "@infer/core";
-import { formats } from "@infer/wasm";
+import { GgufValueType, type GgufValueInput } from "@infer/formats";
 
-const { GgufValueType } = formats;
-export type MetadataValue = formats.GgufValueInput;
+export type MetadataValue = GgufValueInput;
 export type Metadata = Record<string, MetadataValue>;
 
 /** Explicit GGUF types where inference from a JS number would guess wrong (10000.0 is an integer to JS). */

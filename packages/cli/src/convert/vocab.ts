@@ -1,14 +1,7 @@
 import { InferenceError } from "@infer/core";
+import { GgufTokenType } from "@infer/formats";
 import type { ArchPlan } from "./config.js";
 import { type Metadata, u32 } from "./values.js";
-
-/** llama.cpp's token types. */
-const NORMAL = 1;
-const UNKNOWN = 2;
-const CONTROL = 3;
-const USER_DEFINED = 4;
-const UNUSED = 5;
-const BYTE = 6;
 
 type Json = Record<string, unknown>;
 
@@ -69,12 +62,12 @@ export function vocabMetadata(tokenizer: HfTokenizer, tokenizerConfig: Json, con
     // Embedding rows past the tokenizer's vocabulary are padding.
     tokens.push(text ?? `[PAD${id}]`);
     types[id] =
-      text === undefined ? UNUSED
-      : id === unk ? UNKNOWN
-      : special.has(id) ? CONTROL
-      : !byteLevel && /^<0x[0-9A-F]{2}>$/.test(text) ? BYTE
-      : tokenizer.added_tokens?.some((t) => t.id === id) ? USER_DEFINED
-      : NORMAL;
+      text === undefined ? GgufTokenType.Unused
+      : id === unk ? GgufTokenType.Unknown
+      : special.has(id) ? GgufTokenType.Control
+      : !byteLevel && /^<0x[0-9A-F]{2}>$/.test(text) ? GgufTokenType.Byte
+      : tokenizer.added_tokens?.some((t) => t.id === id) ? GgufTokenType.UserDefined
+      : GgufTokenType.Normal;
   }
   const meta: Metadata = { "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": types };
   if (byteLevel) {

@@ -4,10 +4,9 @@
  * ("blk.3.attn_q.weight"); a Hugging Face source translates them.
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType, type WeightMatrix } from "../kernels/types.js";
+import { GgmlType, dequantizeRow, rowBytes, typeInfo, typeName, quantize } from "@infer/formats";
+import type { WeightMatrix } from "../kernels/types.js";
 import { dequantizeMatrixRow } from "../kernels/dequant.js";
-import { dequantizeRow, rowBytes, typeInfo, typeName } from "../formats/ggml-types.js";
-import { quantize } from "../formats/ggml-quantize.js";
 import type { ModelFileFormat } from "./config.js";
 
 /** One stored tensor: row-major shape (outermost first, so [rows, cols] for a matrix). */

@@ -4,9 +4,8 @@
  * go through the GGUF type table's dequantizer.
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType, plainTypeOf, type WeightMatrix } from "./types.js";
-import { bf16ToF32, f16Table65536 } from "../formats/half.js";
-import { dequantizeRow, rowBytes } from "../formats/ggml-types.js";
+import { GgmlType, bf16ToF32, f16Table65536, dequantizeRow, rowBytes } from "@infer/formats";
+import { KernelLayout, plainTypeOf, type WeightMatrix } from "./types.js";
 
 /** A float32 view of an F32 matrix's bytes (they must be 4-byte aligned; the loader ensures it). */
 export function float32View(w: WeightMatrix): Float32Array {
@@ -37,10 +36,10 @@ export function dequantizeMatrixRow(w: WeightMatrix, row: number, out: Float32Ar
       for (let c = 0; c < cols; c++, at += 2) out[outOffset + c] = bf16ToF32(bytes[at]! | (bytes[at + 1]! << 8));
       return;
     }
-    case GgmlType.Q4_0_X4:
-    case GgmlType.Q8_0_X4:
-    case GgmlType.Q5_0_X4:
-    case GgmlType.Q5_1_X4: {
+    case KernelLayout.Q4_0_X4:
+    case KernelLayout.Q8_0_X4:
+    case KernelLayout.Q5_0_X4:
+    case KernelLayout.Q5_1_X4: {
       dequantizeRow(plainTypeOf(w.type), interleavedRowAsPlain(w, row), 0, cols, out, outOffset);
       return;
     }
@@ -62,8 +61,8 @@ export function dequantizeMatrixRow(w: WeightMatrix, row: number, out: Float32Ar
  * q XOR 8 of elements j, 8 + j, 16 + j, 24 + j in bits 0-3, 4-7, 8-11, 12-15.
  */
 export function interleavedRowAsPlain(w: WeightMatrix, row: number): Uint8Array {
-  const payload = w.type === GgmlType.Q4_0_X4 ? 16 : w.type === GgmlType.Q8_0_X4 ? 32 : 20;
-  const minimums = w.type === GgmlType.Q5_1_X4;
+  const payload = w.type === KernelLayout.Q4_0_X4 ? 16 : w.type === KernelLayout.Q8_0_X4 ? 32 : 20;
+  const minimums = w.type === KernelLayout.Q5_1_X4;
   const header = minimums ? 16 : 8; // the group block's scales (and minimums)
   const head = minimums ? 4 : 2; // the plain block's scale (and minimum)
   const blockBytes = head + payload;

@@ -3,8 +3,8 @@
  * float32 as is, f16 rounded to nearest even, Q8_0 in ggml's layout (per
  * block of 32: d = max|x| / 127 kept as f16, q = round(x / d)).
  */
-import { f16Table65536, f32ToF16 } from "../formats/half.js";
 import { Q8_BLOCK, Q8_BLOCK_BYTES, type KVBuffer } from "./types.js";
+import { f16Table65536, f32ToF16 } from "@infer/formats";
 
 /** Bytes `elements` elements (a multiple of 32 for Q8_0) take in `encoding`. */
 export function kvBytes(encoding: "f32" | "f16" | "q8_0", elements: number): number {

@@ -4,7 +4,8 @@
  * one row at a time into a scratch buffer and accumulates in float64.
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType, kvEncodingOf, type AttentionParams, type KVBuffer, type Kernels, type WeightMatrix } from "./types.js";
+import { GgmlType } from "@infer/formats";
+import { kvEncodingOf, type AttentionParams, type KVBuffer, type Kernels, type WeightMatrix } from "./types.js";
 import { dequantizeMatrixRow, float32View } from "./dequant.js";
 import { kvElementReader } from "./kv-codec.js";
 

@@ -4,47 +4,36 @@
  * the plain TypeScript reference kernels and be tested against them.
  */
 
+import { GgmlType } from "@infer/formats";
 import type { Activation, addBias, addInPlace, applyRope, rmsNorm } from "./ops.js";
 
-/** ggml tensor type ids, as stored in GGUF. */
-export enum GgmlType {
-  F32 = 0,
-  F16 = 1,
-  Q4_0 = 2,
-  Q4_1 = 3,
-  Q5_0 = 6,
-  Q5_1 = 7,
-  Q8_0 = 8,
-  Q8_1 = 9,
-  Q2_K = 10,
-  Q3_K = 11,
-  Q4_K = 12,
-  Q5_K = 13,
-  Q6_K = 14,
-  Q8_K = 15,
-  BF16 = 30,
-  /**
-   * Not ggml types (no file holds them): Q4_0, Q8_0, Q5_0 and Q5_1 with their rows
-   * interleaved in groups of four, the layout the WebAssembly kernels give such
-   * a matrix at load (Kernels.prepareMatrix; assembly/interleave.ts): the same
-   * bytes, moved. dequantizeMatrixRow reads them, so every kernel does.
-   */
+/**
+ * Not ggml types (no file holds them): Q4_0, Q8_0, Q5_0 and Q5_1 with their rows
+ * interleaved in groups of four, the layout the WebAssembly kernels give such
+ * a matrix at load (Kernels.prepareMatrix; assembly/interleave.ts): the same
+ * bytes, moved. dequantizeMatrixRow reads them, so every kernel does. Their ids
+ * lie far above ggml's, so the two never meet.
+ */
+export enum KernelLayout {
   Q4_0_X4 = 1000,
   Q8_0_X4 = 1001,
   Q5_0_X4 = 1002,
   Q5_1_X4 = 1003,
 }
 
+/** A weight matrix's encoding: a ggml type as stored, or a layout of the kernels' own. */
+export type MatrixType = GgmlType | KernelLayout;
+
 /** The stored type whose bytes an interleaved layout moves (Q4_0_X4 → Q4_0), else the type itself. */
-export function plainTypeOf(type: GgmlType): GgmlType {
+export function plainTypeOf(type: MatrixType): GgmlType {
   switch (type) {
-    case GgmlType.Q4_0_X4:
+    case KernelLayout.Q4_0_X4:
       return GgmlType.Q4_0;
-    case GgmlType.Q8_0_X4:
+    case KernelLayout.Q8_0_X4:
       return GgmlType.Q8_0;
-    case GgmlType.Q5_0_X4:
+    case KernelLayout.Q5_0_X4:
       return GgmlType.Q5_0;
-    case GgmlType.Q5_1_X4:
+    case KernelLayout.Q5_1_X4:
       return GgmlType.Q5_1;
     default:
       return type;
@@ -57,7 +46,7 @@ export function plainTypeOf(type: GgmlType): GgmlType {
  * contiguous. `data` may be a view into the model file's bytes.
  */
 export interface WeightMatrix {
-  type: GgmlType;
+  type: MatrixType;
   rows: number;
   cols: number;
   data: Uint8Array;
@@ -85,7 +74,7 @@ export interface Kernels {
   /**
    * A matrix as these kernels compute fastest with it, made once at load:
    * either `w` itself or the same values in a layout of the kernels' own (the
-   * WebAssembly kernels interleave Q4_0, Q8_0, Q5_0 and Q5_1 rows by four: GgmlType.Q4_0_X4). Bytes
+   * WebAssembly kernels interleave Q4_0, Q8_0, Q5_0 and Q5_1 rows by four: KernelLayout.Q4_0_X4). Bytes
    * that live in `allocate` memory are rewritten in place, others copied there;
    * use only the returned matrix afterwards. Absent: matrices are used as stored.
    */

@@ -2,9 +2,8 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InferenceError, parseModelJson } from "@infer/core";
-import { GgmlType } from "../kernels/types.js";
-import { readSafetensorsModel } from "../formats/safetensors.js";
-import type { FileBufferAllocator } from "../formats/read-file.js";
+import { GgmlType } from "@infer/formats";
+import { readSafetensorsModel, type FileBufferAllocator } from "@infer/formats/node";
 import { UNSUPPORTED_TYPE, type StoredTensor } from "../engine/weights.js";
 
 export interface HfFolder {

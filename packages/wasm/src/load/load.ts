@@ -2,11 +2,9 @@
 import { stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { InferenceError, isInferenceError } from "@infer/core";
-import { GgmlType, type Kernels } from "../kernels/types.js";
-import { readGguf, type GgufFile } from "../formats/gguf.js";
-import type { FileBufferAllocator } from "../formats/read-file.js";
-import { GgufValueType } from "../formats/gguf-values.js";
-import { typeInfo } from "../formats/ggml-types.js";
+import { GgmlType, type GgufFile, GgufValueType, describeTensorType } from "@infer/formats";
+import { readGguf, type FileBufferAllocator } from "@infer/formats/node";
+import type { Kernels } from "../kernels/types.js";
 import { findArchitecture } from "../arch/registry.js";
 import { ConfigReader, type ModelConfig } from "../engine/config.js";
 import { WeightSource, type StoredTensor, type WeightOptions } from "../engine/weights.js";
@@ -180,34 +178,15 @@ function finish(
   held: Uint8Array[],
 ): LoadedTransformer {
   const transformer = new Transformer(config, model, source.weightBytes, source.parameterCount, options.kernels, held);
-  const dominant = dominantType(source.matrixElementsByType);
+  const quant = describeTensorType(dominantType(source.matrixElementsByType));
   return {
     transformer,
     format: metadata.format,
-    quantBits: NOMINAL_BITS[dominant] ?? 0,
-    quantGroup: dominant === GgmlType.F32 || dominant === GgmlType.F16 || dominant === GgmlType.BF16 ? 0 : typeInfo(dominant).blockSize,
+    quantBits: quant?.bits ?? 0,
+    quantGroup: quant?.group ?? 0,
     metadata,
   };
 }
-
-/** Nominal bits per weight, as quantization names state them. */
-const NOMINAL_BITS: Partial<Record<GgmlType, number>> = {
-  [GgmlType.F32]: 32,
-  [GgmlType.F16]: 16,
-  [GgmlType.BF16]: 16,
-  [GgmlType.Q8_0]: 8,
-  [GgmlType.Q8_1]: 8,
-  [GgmlType.Q8_K]: 8,
-  [GgmlType.Q6_K]: 6,
-  [GgmlType.Q5_0]: 5,
-  [GgmlType.Q5_1]: 5,
-  [GgmlType.Q5_K]: 5,
-  [GgmlType.Q4_0]: 4,
-  [GgmlType.Q4_1]: 4,
-  [GgmlType.Q4_K]: 4,
-  [GgmlType.Q3_K]: 3,
-  [GgmlType.Q2_K]: 2,
-};
 
 function dominantType(elements: ReadonlyMap<GgmlType, number>): GgmlType {
   let best = GgmlType.F32;

@@ -1,11 +1,12 @@
 import { totalmem } from "node:os";
 import { type Backend, InferenceError, type LoadOptions, ProbeBus, type TextModel, validateLoadOptions } from "@infer/core";
 import { detectFormat } from "@infer/core/node";
+import { GgmlType } from "@infer/formats";
 import { KV_ELEMENT_BYTES } from "../engine/cache.js";
 import type { KVCacheType } from "../engine/transformer.js";
 import { loadTransformer, type LoadedTransformer } from "../load/load.js";
 import { referenceKernels } from "../kernels/reference.js";
-import { GgmlType, type Kernels } from "../kernels/types.js";
+import type { Kernels } from "../kernels/types.js";
 import { createWasmKernels } from "../kernels/wasm/index.js";
 import { tokenizerFromGgufMetadata } from "../tokenizer/gguf-vocab.js";
 import { loadHfTokenizer } from "../tokenizer/load.js";

@@ -6,10 +6,8 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { GgmlType } from "../kernels/types.js";
-import { writeGgufFile, type GgufTensorSpec, type GgufValueInput } from "../formats/gguf-writer.js";
-import { GgufValueType } from "../formats/gguf-values.js";
-import { writeSafetensorsFile } from "../formats/safetensors-writer.js";
+import { GgmlType, type GgufTensorSpec, type GgufValueInput, GgufValueType } from "@infer/formats";
+import { writeGgufFile, writeSafetensorsFile } from "@infer/formats/node";
 import { ropeInverseFrequencies, type RopeScaling } from "../engine/rope.js";
 import { ARCHITECTURES } from "../arch/registry.js";
 import { byteVocab, byteVocabTokenizerJson, BOS_TOKEN, EOS_TOKEN } from "./byte-vocab.js";

@@ -6,7 +6,7 @@
  * `tokenizer.ggml.pre`).
  */
 import { InferenceError } from "@infer/core";
-import { PackedStrings } from "../formats/packed-strings.js";
+import { PackedStrings } from "@infer/formats";
 import { preTokenizerForGguf } from "./pretokenize.js";
 import { TokenKind } from "./types.js";
 import { VocabTokenizer, type VocabularySpec } from "./vocab-tokenizer.js";

@@ -5,7 +5,7 @@
 import { readFile, readdir, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { InferenceError, parseModelJson } from "@infer/core";
-import { readGgufHeader } from "../formats/gguf.js";
+import { readGgufHeader } from "@infer/formats/node";
 import { tokenizerFromGgufMetadata } from "./gguf-vocab.js";
 import { tokenizerFromHfJson } from "./hf-tokenizer.js";
 import type { VocabTokenizer } from "./vocab-tokenizer.js";

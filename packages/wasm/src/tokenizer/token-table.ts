@@ -1,3 +1,4 @@
+import { PackedStrings, sameBytes } from "@infer/formats";
 /**
  * A vocabulary's texts and the lookup from text to id, kept as UTF-8 bytes
  * in typed arrays: the packed texts and an open-addressing hash table of ids
@@ -5,7 +6,6 @@
  * 15-20 MiB of JavaScript heap; this holds about a tenth, outside the heap.
  * Lookups compare bytes, as llama.cpp's token-to-id map does.
  */
-import { PackedStrings, sameBytes } from "../formats/packed-strings.js";
 
 const encoder = new TextEncoder();
 const RECENT_LOOKUPS = 16384;

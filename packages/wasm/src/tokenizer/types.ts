@@ -1,23 +1,8 @@
 import type { Message } from "@infer/core";
+import { GgufTokenType as TokenKind } from "@infer/formats";
 
-/**
- * Token kinds, numbered as GGUF's `tokenizer.ggml.token_type` (llama.cpp's
- * llama_token_type): what a token means decides how it is matched in input
- * text and rendered on output.
- */
-export enum TokenKind {
-  Undefined = 0,
-  Normal = 1,
-  /** The unknown-token placeholder (`<unk>`). */
-  Unknown = 2,
-  /** Control tokens (`<s>`, `<|im_start|>`): matched in text only when parsing special tokens, hidden by `skipSpecialTokens`. */
-  Control = 3,
-  /** Added tokens that are plain text to the model (`<think>`): always matched whole, always rendered. */
-  UserDefined = 4,
-  Unused = 5,
-  /** SentencePiece byte-fallback token `<0xNN>`. */
-  Byte = 6,
-}
+/** Token kinds: GGUF's token types, by which the tokenizer matches and renders tokens. */
+export { TokenKind };
 
 export interface EncodeOptions {
   /** Add the BOS / EOS tokens the vocabulary asks for (`addBos` / `addEos`). Default true. */

@@ -10,7 +10,7 @@
  * `scores`) or by rank in a merges list.
  */
 import { InferenceError, type Message } from "@infer/core";
-import { PackedStrings } from "../formats/packed-strings.js";
+import { PackedStrings } from "@infer/formats";
 import { fromByteLevel, toByteLevel } from "./byte-level.js";
 import { renderChat } from "./chat-template.js";
 import { mergeSymbols, PairRankTable, type PairPriority } from "./merge.js";

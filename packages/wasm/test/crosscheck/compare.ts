@@ -15,7 +15,7 @@
  */
 import assert from "node:assert/strict";
 import { cosineSimilarity, maxAbsDifference, spread } from "@infer/core/testing";
-import { GgmlType } from "../../src/kernels/types.js";
+import { GgmlType } from "@infer/formats";
 
 export { cosineSimilarity, maxAbsDifference, spread };
 

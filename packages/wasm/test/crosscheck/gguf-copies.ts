@@ -1,3 +1,5 @@
+import { dequantize, GgmlType, type GgufTensorSpec, type GgufValueInput } from "@infer/formats";
+import { readGguf, writeGgufFile } from "@infer/formats/node";
 /**
  * A copy of a GGUF file for llama.cpp, made with our own reader and writer,
  * that stores every quantized or half-precision tensor as the F32 values our
@@ -6,8 +8,6 @@
  * quantized file's logits differ. Metadata can be changed on the way (the
  * sensitivity tests alter a model on purpose).
  */
-import { dequantize, GgmlType, readGguf, writeGgufFile } from "../../src/formats/index.js";
-import type { GgufTensorSpec, GgufValueInput } from "../../src/formats/index.js";
 
 export interface CopyOptions {
   /** Store quantized and half-precision tensors as the F32 values they decode to. */

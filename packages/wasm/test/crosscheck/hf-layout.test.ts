@@ -12,8 +12,7 @@
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import type { Llama } from "node-llama-cpp";
-import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "../../src/formats/index.js";
-import { GgmlType } from "../../src/kernels/types.js";
+import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, GgmlType } from "@infer/formats";
 import { writeRandomGguf, writeRandomHf, type RandomHfSpec } from "../../src/testing/index.js";
 import { floatArithmetic } from "./compare.js";
 import { compareWithLlama, loadOurs, runEngine } from "./cross-check.js";

@@ -9,7 +9,7 @@
  */
 import { after, describe, it } from "node:test";
 import type { Llama } from "node-llama-cpp";
-import { GgmlType } from "../../src/kernels/types.js";
+import { GgmlType } from "@infer/formats";
 import type { RandomGgufSpec } from "../../src/testing/index.js";
 import { closeLlama, openLlama } from "./llama-oracle.js";
 import { ARCHITECTURES, caseLabel, crossCheckRandomModel } from "./random-models.js";

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
 import type { Llama } from "node-llama-cpp";
-import { GgmlType, typeName } from "../../src/formats/index.js";
+import { GgmlType, typeName } from "@infer/formats";
 import { referenceKernels, type Kernels } from "../../src/index.js";
 import { writeRandomGguf, type RandomGgufSpec } from "../../src/testing/index.js";
 import { floatArithmetic, toleranceFor } from "./compare.js";

@@ -5,10 +5,9 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isInferenceError, type ErrorCode } from "@infer/core";
+import { type GgufTensorSpec, GgufValueType, type GgufValue } from "@infer/formats";
+import { readGguf, writeGgufFile } from "@infer/formats/node";
 import { loadTransformer } from "../../src/load/load.js";
-import { readGguf } from "../../src/formats/gguf.js";
-import { writeGgufFile, type GgufTensorSpec } from "../../src/formats/gguf-writer.js";
-import { GgufValueType, type GgufValue } from "../../src/formats/gguf-values.js";
 import { writeRandomGguf, writeRandomHf } from "../../src/testing/index.js";
 
 async function withFolder(run: (dir: string) => Promise<void>): Promise<void> {

@@ -5,12 +5,11 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { GgmlType, type WeightMatrix } from "../../src/kernels/types.js";
+import { GgmlType, CODEC_TYPES, dequantize, typeName, quantize } from "@infer/formats";
+import type { WeightMatrix } from "../../src/kernels/types.js";
 import { referenceAttention, referenceMatmul } from "../../src/kernels/reference.js";
 import { applyRope, gatedActivation, geluTanh, rmsNorm, silu, softmax } from "../../src/kernels/ops.js";
 import { embeddingLookup } from "../../src/kernels/dequant.js";
-import { CODEC_TYPES, dequantize, typeName } from "../../src/formats/ggml-types.js";
-import { quantize } from "../../src/formats/ggml-quantize.js";
 import { ropeInverseFrequencies } from "../../src/engine/rope.js";
 import { permuteForNormalRope } from "../../src/testing/random-models.js";
 import { maxRelativeError, randomArray } from "./helpers.js";

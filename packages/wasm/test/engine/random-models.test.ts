@@ -9,12 +9,11 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { GgmlType } from "../../src/kernels/types.js";
+import { GgmlType, type GgufTensorSpec } from "@infer/formats";
+import { readGguf, writeGgufFile } from "@infer/formats/node";
 import type { Transformer } from "../../src/engine/transformer.js";
 import { loadTransformer } from "../../src/load/load.js";
 import { writeRandomGguf, writeRandomHf, type RandomArchitecture, type RandomModelSpec } from "../../src/testing/index.js";
-import { readGguf } from "../../src/formats/gguf.js";
-import { writeGgufFile, type GgufTensorSpec } from "../../src/formats/gguf-writer.js";
 import { naiveLogits } from "./naive-forward.js";
 import { argmax, maxRelativeError } from "./helpers.js";
 

@@ -7,8 +7,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { getStringArray } from "@infer/formats";
 import { loadTransformer } from "../../src/load/load.js";
-import { getStringArray } from "../../src/formats/gguf-values.js";
 import { decodeWithGgufVocab, greedy } from "./greedy.js";
 import { SHARED_MODELS, skipWithoutSharedModels } from "./helpers.js";
 

@@ -6,7 +6,7 @@
 // bound from the rounding).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { f16ToF32, f32ToF16 } from "../../src/formats/half.js";
+import { f16ToF32, f32ToF16 } from "@infer/formats";
 import { readKVRow, writeKVRow } from "../../src/kernels/kv-codec.js";
 import { referenceAttention } from "../../src/kernels/reference.js";
 import type { AttentionParams, Kernels } from "../../src/kernels/types.js";

@@ -2,8 +2,8 @@
 // matrices, and the error bounds the WebAssembly kernels are held to.
 import assert from "node:assert/strict";
 import { isInferenceError, type ErrorCode } from "@infer/core";
-import { dequantize, quantize } from "../../src/formats/index.js";
-import { GgmlType, type AttentionParams, type WeightMatrix } from "../../src/kernels/types.js";
+import { dequantize, quantize, GgmlType } from "@infer/formats";
+import { plainTypeOf, type AttentionParams, type WeightMatrix } from "../../src/kernels/types.js";
 
 /** Deterministic pseudo-random numbers in [0, 1) (mulberry32). */
 export function random(seed: number): () => number {
@@ -63,12 +63,19 @@ const MINIMUM_BLOCK_BYTES: ReadonlyMap<GgmlType, number> = new Map([
  * each block's minimum (the K-quants' dmin, the others' m: bytes 2..3) leaves the scaled part.
  */
 export function weightParts(w: WeightMatrix): { weights: Float32Array; scaled: Float32Array } {
-  const weights = dequantize(w.type, w.data, w.rows * w.cols);
-  const blockBytes = MINIMUM_BLOCK_BYTES.get(w.type);
+  const type = storedType(w);
+  const weights = dequantize(type, w.data, w.rows * w.cols);
+  const blockBytes = MINIMUM_BLOCK_BYTES.get(type);
   if (blockBytes === undefined) return { weights, scaled: weights };
   const withoutMin = w.data.slice();
   for (let at = 0; at < withoutMin.length; at += blockBytes) withoutMin[at + 2] = withoutMin[at + 3] = 0;
-  return { weights, scaled: dequantize(w.type, withoutMin, w.rows * w.cols) };
+  return { weights, scaled: dequantize(type, withoutMin, w.rows * w.cols) };
+}
+
+/** The matrix's ggml type: the references here read stored types, not the kernels' own layouts. */
+function storedType(w: WeightMatrix): GgmlType {
+  assert.equal(plainTypeOf(w.type), w.type, `a matrix in a kernel layout (${w.type}) has no reference here`);
+  return w.type as GgmlType;
 }
 
 const F32_EPSILON = 2 ** -23;

@@ -5,7 +5,8 @@
 // the reference in matmul.test.ts.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { GgmlType, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
+import { GgmlType } from "@infer/formats";
+import type { Kernels, WeightMatrix } from "../../src/kernels/types.js";
 import { gatedActivation } from "../../src/kernels/ops.js";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import { assertInferenceError, random, randomActivations, randomMatrix } from "./helpers.js";

@@ -6,9 +6,9 @@
 // runs this file again with the V8 flag on runtimes that need one).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { f16ToF32 } from "../../src/formats/half.js";
+import { f16ToF32, GgmlType } from "@infer/formats";
 import { referenceMatmul } from "../../src/kernels/reference.js";
-import { GgmlType, plainTypeOf, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
+import { KernelLayout, plainTypeOf, type Kernels, type WeightMatrix } from "../../src/kernels/types.js";
 import { createWasmKernels, relaxedSimdSupported } from "../../src/kernels/wasm/index.js";
 import {
   assertWithin,
@@ -118,7 +118,7 @@ describe("wasm matmul: results do not depend on the thread count or the build", 
     const kernels = await Promise.all(setups.map(({ threads, relaxedSimd }) => createWasmKernels({ threads, minBytesPerThread: 0, relaxedSimd })));
     try {
       const next = random(4242);
-      const types = [GgmlType.Q8_0, GgmlType.Q8_0_X4, GgmlType.Q4_0, GgmlType.Q4_0_X4, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_0_X4, GgmlType.Q5_1, GgmlType.Q5_1_X4, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.F16];
+      const types = [GgmlType.Q8_0, KernelLayout.Q8_0_X4, GgmlType.Q4_0, KernelLayout.Q4_0_X4, GgmlType.Q4_1, GgmlType.Q5_0, KernelLayout.Q5_0_X4, GgmlType.Q5_1, KernelLayout.Q5_1_X4, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.F16];
       for (const type of types) {
         // 23 rows: each split puts some thread's share across a tile (or a group) of four rows,
         // and the interleaved layouts keep 3 plain rows after their 5 groups; batch 5 leaves an
@@ -284,10 +284,10 @@ describe("wasm kernels: prepareMatrix", () => {
   it("interleaves Q4_0, Q8_0, Q5_0 and Q5_1 by four rows, and the reference kernel reads the layouts to the same values", () => {
     const next = random(99);
     for (const [type, layout] of [
-      [GgmlType.Q4_0, GgmlType.Q4_0_X4],
-      [GgmlType.Q8_0, GgmlType.Q8_0_X4],
-      [GgmlType.Q5_0, GgmlType.Q5_0_X4],
-      [GgmlType.Q5_1, GgmlType.Q5_1_X4],
+      [GgmlType.Q4_0, KernelLayout.Q4_0_X4],
+      [GgmlType.Q8_0, KernelLayout.Q8_0_X4],
+      [GgmlType.Q5_0, KernelLayout.Q5_0_X4],
+      [GgmlType.Q5_1, KernelLayout.Q5_1_X4],
     ] as const) {
       for (const rows of [4, 7, 12]) {
         const w = randomMatrix(type, rows, 96, next);

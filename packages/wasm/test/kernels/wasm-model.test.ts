@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { test } from "node:test";
+import { getStringArray } from "@infer/formats";
 import { loadTransformer } from "../../src/load/load.js";
-import { getStringArray } from "../../src/formats/gguf-values.js";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import { argmax, SHARED_MODELS, skipWithoutSharedModels } from "../engine/helpers.js";
 

@@ -10,10 +10,9 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { capabilitiesOf, isAttentionInspector, loadModel } from "@infer/core";
 import "@infer/core/node";
+import { dequantize, GgmlType } from "@infer/formats";
+import { readGguf } from "@infer/formats/node";
 import "../../src/index.js";
-import { readGguf } from "../../src/formats/gguf.js";
-import { dequantize } from "../../src/formats/ggml-types.js";
-import { GgmlType } from "../../src/kernels/types.js";
 import { writeRandomGguf } from "../../src/testing/index.js";
 
 const dir = await mkdtemp(join(tmpdir(), "infer-attention-"));

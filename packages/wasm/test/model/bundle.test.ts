@@ -12,8 +12,8 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { loadModel } from "@infer/core";
+import { GgmlType } from "@infer/formats";
 import "../../src/index.js";
-import { GgmlType } from "../../src/kernels/types.js";
 import { KERNELS_ENV } from "../../src/model/backend.js";
 import { writeRandomGguf } from "../../src/testing/index.js";
 

@@ -13,12 +13,12 @@ import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { InferenceError, isInferenceError, loadModel } from "@infer/core";
 import "@infer/core/node";
+import { GgmlType } from "@infer/formats";
 import "../../src/index.js";
 import { createWasmKernels, relaxedSimdSupported } from "../../src/kernels/wasm/index.js";
 import { referenceKernels } from "../../src/kernels/reference.js";
 import { KERNELS_ENV, loadWasmModel } from "../../src/model/backend.js";
 import { writeRandomGguf } from "../../src/testing/index.js";
-import { GgmlType } from "../../src/kernels/types.js";
 
 const shared = fileURLToPath(new URL("../../../../../../shared/models/", import.meta.url));
 const skip = existsSync(shared) ? undefined : `shared models not found at ${shared} (a clone outside this workplace has none)`;

@@ -11,9 +11,9 @@ import { after, before, describe, it, test } from "node:test";
 import { capabilitiesOf, isInferenceError, loadModel, type TextModel, type TokenizerModel } from "@infer/core";
 import "@infer/core/node";
 import { runConformanceSuite } from "@infer/core/testing";
+import { GgmlType } from "@infer/formats";
 import "../../src/index.js";
 import { writeRandomGguf, writeRandomHf, type RandomArchitecture } from "../../src/testing/index.js";
-import { GgmlType } from "../../src/kernels/types.js";
 
 const dir = await mkdtemp(join(tmpdir(), "infer-wasm-model-"));
 after(() => rm(dir, { recursive: true, force: true }));

@@ -8,8 +8,8 @@ import { mkdtemp, rm, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { GgmlType } from "../../src/kernels/types.js";
-import { writeGgufFile, type GgufValueInput } from "../../src/formats/gguf-writer.js";
+import { GgmlType, type GgufValueInput } from "@infer/formats";
+import { writeGgufFile } from "@infer/formats/node";
 import {
   BYTE_TO_CHAR,
   loadTokenizer,

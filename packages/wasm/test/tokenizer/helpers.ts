@@ -9,7 +9,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Tokenizer as ReferenceTokenizer } from "@huggingface/tokenizers";
-import { GgufValueType, type GgufValue } from "../../src/formats/gguf-values.js";
+import { GgufValueType, type GgufValue } from "@infer/formats";
 
 /** /work/shared/models seen from packages/wasm/dist/test/tokenizer/*.test.js. */
 export const SHARED_MODELS = fileURLToPath(new URL("../../../../../../shared/models/", import.meta.url));

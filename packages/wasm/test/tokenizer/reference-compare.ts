@@ -39,10 +39,9 @@ export function compareWithReference(
 }
 
 import { describe, it } from "node:test";
-import { parseGguf } from "../../src/formats/gguf.js";
-import { writeGguf } from "../../src/formats/gguf-writer.js";
 import { tokenizerFromGgufMetadata, tokenizerFromHfJson } from "../../src/tokenizer/index.js";
 import { CORPUS, ggufMetadataFromTokenizerJson, referenceFiles, referenceTokenizer, type ReferenceName } from "./helpers.js";
+import { parseGguf, writeGguf } from "@infer/formats";
 
 export interface ReferenceModelCase {
   name: ReferenceName;

@@ -5,10 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { PackedStrings } from "../../src/formats/packed-strings.js";
-import { GgufValueType, getStringArray } from "../../src/formats/gguf-values.js";
-import { parseGguf } from "../../src/formats/gguf.js";
-import { writeGguf } from "../../src/formats/gguf-writer.js";
+import { PackedStrings, GgufValueType, getStringArray, parseGguf, writeGguf } from "@infer/formats";
 import { TokenTable } from "../../src/tokenizer/token-table.js";
 import { tokenizerFromGgufMetadata } from "../../src/tokenizer/index.js";
 

@@ -4,8 +4,8 @@
  * whose rows (of one or several matrices sharing the input) the threads split.
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType, plainTypeOf, type WeightMatrix } from "../types.js";
-import { rowBytes, typeName } from "../../formats/ggml-types.js";
+import { GgmlType, rowBytes, typeName } from "@infer/formats";
+import { KernelLayout, plainTypeOf, type MatrixType, type WeightMatrix } from "../types.js";
 import { referenceMatmul } from "../reference.js";
 import { gatedActivation, type Activation } from "../ops.js";
 import type { Scratch } from "./arena.js";
@@ -13,11 +13,11 @@ import type { KernelContext } from "./context.js";
 import { gatedTileRows, JobArgs, MAX_MATRICES, Op } from "./protocol.js";
 
 /** Types kernels.wasm reads itself; others go through the reference kernel. */
-const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
-  GgmlType.Q4_0_X4,
-  GgmlType.Q8_0_X4,
-  GgmlType.Q5_0_X4,
-  GgmlType.Q5_1_X4,
+const WASM_TYPES: ReadonlySet<MatrixType> = new Set([
+  KernelLayout.Q4_0_X4,
+  KernelLayout.Q8_0_X4,
+  KernelLayout.Q5_0_X4,
+  KernelLayout.Q5_1_X4,
   GgmlType.F32,
   GgmlType.F16,
   GgmlType.BF16,
@@ -30,17 +30,17 @@ const WASM_TYPES: ReadonlySet<GgmlType> = new Set([
   GgmlType.Q5_K,
   GgmlType.Q6_K,
 ]);
-const FLOAT_TYPES: ReadonlySet<GgmlType> = new Set([GgmlType.F32, GgmlType.F16, GgmlType.BF16]);
+const FLOAT_TYPES: ReadonlySet<MatrixType> = new Set([GgmlType.F32, GgmlType.F16, GgmlType.BF16]);
 /** Activations are quantized in blocks of this many values (assembly/quantize.ts). */
 const ACTIVATION_BLOCK = 32;
 
 /** Bytes of a row of `cols` in `type`, the kernels' own layouts included (Q4_0_X4 moves Q4_0's bytes). */
-function storedRowBytes(type: GgmlType, cols: number): number {
+function storedRowBytes(type: MatrixType, cols: number): number {
   return rowBytes(plainTypeOf(type), cols);
 }
 
-function storedTypeName(type: GgmlType): string {
-  return plainTypeOf(type) !== type ? GgmlType[type]! : typeName(type);
+function storedTypeName(type: MatrixType): string {
+  return plainTypeOf(type) !== type ? KernelLayout[type]! : typeName(type);
 }
 
 /** What of the quantized activations (assembly/quantize.ts) a matrix type reads, as bits. */
@@ -53,21 +53,21 @@ const Needs = {
   QUANT_SUMS: 4,
 } as const;
 
-function activationNeeds(type: GgmlType): number {
+function activationNeeds(type: MatrixType): number {
   if (FLOAT_TYPES.has(type)) return 0;
   if (type === GgmlType.Q4_K || type === GgmlType.Q5_K) return Needs.QUANTS | Needs.SUMS;
-  if (type === GgmlType.Q4_0 || type === GgmlType.Q4_0_X4 || type === GgmlType.Q4_1 || type === GgmlType.Q5_1 || type === GgmlType.Q5_0_X4 || type === GgmlType.Q5_1_X4) {
+  if (type === GgmlType.Q4_0 || type === KernelLayout.Q4_0_X4 || type === GgmlType.Q4_1 || type === GgmlType.Q5_1 || type === KernelLayout.Q5_0_X4 || type === KernelLayout.Q5_1_X4) {
     return Needs.QUANTS | Needs.QUANT_SUMS;
   }
   return Needs.QUANTS;
 }
 
 /** Types prepareMatrix interleaves by four rows. */
-const INTERLEAVED: ReadonlyMap<GgmlType, GgmlType> = new Map([
-  [GgmlType.Q4_0, GgmlType.Q4_0_X4],
-  [GgmlType.Q8_0, GgmlType.Q8_0_X4],
-  [GgmlType.Q5_0, GgmlType.Q5_0_X4],
-  [GgmlType.Q5_1, GgmlType.Q5_1_X4],
+const INTERLEAVED: ReadonlyMap<MatrixType, KernelLayout> = new Map([
+  [GgmlType.Q4_0, KernelLayout.Q4_0_X4],
+  [GgmlType.Q8_0, KernelLayout.Q8_0_X4],
+  [GgmlType.Q5_0, KernelLayout.Q5_0_X4],
+  [GgmlType.Q5_1, KernelLayout.Q5_1_X4],
 ]);
 
 export class MatmulHost {
@@ -165,7 +165,7 @@ export class MatmulHost {
     const { rows, cols } = w;
     // Shapes that are not whole blocks of four rows or more are left for matmul to run (or to report).
     if (layout === undefined || !Number.isInteger(rows) || rows < 4 || !Number.isInteger(cols) || cols < ACTIVATION_BLOCK || cols % ACTIVATION_BLOCK !== 0) return w;
-    const byteLength = rowBytes(w.type, cols) * rows;
+    const byteLength = storedRowBytes(w.type, cols) * rows;
     if (w.data.byteLength < byteLength) return w;
     // The same bytes twice would be interleaved twice: the second call gets the first's matrix.
     const done = this.prepared.get(w.data);
@@ -180,7 +180,7 @@ export class MatmulHost {
       this.ctx.releaseWhenCollected.register(data, address);
     }
     // The groups split across the threads: at load, the pass over the weights is what it costs.
-    const scratchStride = Math.ceil((4 * rowBytes(w.type, cols)) / 64) * 64;
+    const scratchStride = Math.ceil((4 * storedRowBytes(w.type, cols)) / 64) * 64;
     const scratch = this.rowDecode.ensure(scratchStride * this.ctx.pool.threads);
     const args = this.args.clear().add(w.type).add(address).add(rows).add(cols).add(scratch).add(scratchStride);
     this.ctx.pool.run(Op.INTERLEAVE, args, this.ctx.threadsFor(byteLength));

@@ -1,6 +1,10 @@
+// Finds the models under a folder: Hugging Face folders (config.json and safetensors shards) and
+// GGUF files, each with its architecture, quantization, files and bytes (`infer ls`).
 import { open, readdir, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import type { ModelFormat } from "../types.js";
+import { type ModelFormat, parseModelJson } from "@infer/core";
+import { GGUF_FILE_TYPES, GGUF_PREAMBLE_BYTES, type GgufMetadata, hasGgufMagic } from "@infer/formats";
+import { readGgufMetadataPrefix } from "@infer/formats/node";
 
 export interface DiscoveredModel {
   /** Absolute path: the folder of a Hugging Face model, or the .gguf file. */
@@ -66,7 +70,7 @@ export async function discoverModels(dir: string): Promise<DiscoveredModel[]> {
 async function describeHfFolder(folder: string, shards: string[]): Promise<DiscoveredModel | undefined> {
   let config: Record<string, unknown>;
   try {
-    const parsed: unknown = JSON.parse(await readFile(join(folder, "config.json"), "utf8"));
+    const parsed = parseModelJson(await readFile(join(folder, "config.json"), "utf8"), join(folder, "config.json"));
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return undefined;
     config = parsed as Record<string, unknown>;
   } catch {
@@ -98,98 +102,53 @@ function describeHfQuantization(config: Record<string, unknown>): string | undef
   return "quantized";
 }
 
-/** GGUF file types (general.file_type), as llama.cpp names them. */
-export const GGUF_FILE_TYPES: Record<number, string> = {
-  0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
-  12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
-  19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
-  26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
-  36: "TQ1_0", 37: "TQ2_0",
-};
+/** Discovery reads at most this much of a GGUF file: it stays cheap however long the header. */
+const GGUF_PREFIX_BYTES = 2 ** 20;
 
 /**
- * Reads just enough of a GGUF header to find `general.architecture` and
- * `general.file_type`. Discovery must stay cheap and never trust sizes: it
- * reads a bounded prefix and gives up on anything odd.
+ * A GGUF file's `general.architecture` and `general.file_type`, from a bounded
+ * prefix: keys past it (behind a vocabulary of megabytes, say) are not found.
+ * Any file with the magic and a whole preamble is listed; metadata that cannot
+ * be read leaves its fields unknown.
  */
 async function describeGguf(path: string): Promise<DiscoveredModel | undefined> {
-  let handle;
+  let size: number;
   try {
-    handle = await open(path, "r");
-    const size = (await handle.stat()).size;
-    const head = Buffer.alloc(Math.min(size, 1 << 20));
-    await handle.read(head, 0, head.length, 0);
-    if (head.length < 24 || head.toString("latin1", 0, 4) !== "GGUF") return undefined;
-    const meta = readGgufScalars(head, ["general.architecture", "general.file_type"]);
-    const fileType = meta.get("general.file_type");
-    return {
-      path,
-      format: "gguf",
-      modelType: typeof meta.get("general.architecture") === "string" ? (meta.get("general.architecture") as string) : "unknown",
-      quantization: typeof fileType === "number" ? (GGUF_FILE_TYPES[fileType] ?? `type ${fileType}`) : undefined,
-      fileCount: 1,
-      bytes: size,
-    };
+    size = (await stat(path)).size;
+    const head = await readHead(path, GGUF_PREAMBLE_BYTES);
+    if (head.length < GGUF_PREAMBLE_BYTES || !hasGgufMagic(head)) return undefined;
   } catch {
     return undefined;
-  } finally {
-    await handle?.close();
   }
+  const metadata = await readGgufMetadataPrefix(path, GGUF_PREFIX_BYTES).then(
+    (read) => read.metadata,
+    () => undefined,
+  );
+  const architecture = metadata && getScalar(metadata, "general.architecture");
+  const fileType = metadata && getScalar(metadata, "general.file_type");
+  return {
+    path,
+    format: "gguf",
+    modelType: typeof architecture === "string" ? architecture : "unknown",
+    quantization: typeof fileType === "number" ? (GGUF_FILE_TYPES[fileType]?.name ?? `type ${fileType}`) : undefined,
+    fileCount: 1,
+    bytes: size,
+  };
 }
 
-/**
- * Scans GGUF metadata in `buf` for the wanted string/integer keys. Keys past
- * the bounded prefix (e.g. behind a large vocabulary array) are not found;
- * whatever was found before that point is kept.
- */
-function readGgufScalars(buf: Buffer, wanted: string[]): Map<string, string | number> {
-  const found = new Map<string, string | number>();
-  const wide = buf.readUInt32LE(4) >= 2; // v1 used 32-bit counts and lengths
-  let at = 8;
-  const readCount = () => {
-    const n = wide ? Number(buf.readBigUInt64LE(at)) : buf.readUInt32LE(at);
-    at += wide ? 8 : 4;
-    return n;
-  };
-  const readString = () => {
-    const len = readCount();
-    if (at + len > buf.length) throw new RangeError("string beyond prefix");
-    const s = buf.toString("utf8", at, at + len);
-    at += len;
-    return s;
-  };
-  const scalarSize: Record<number, number> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
-  /** Reads one key/value pair; false when the layout is not understood. */
-  const readPair = (): boolean => {
-    const key = readString();
-    const type = buf.readUInt32LE(at);
-    at += 4;
-    if (type === 8) {
-      const value = readString();
-      if (wanted.includes(key)) found.set(key, value);
-    } else if (type === 9) {
-      const itemType = buf.readUInt32LE(at);
-      at += 4;
-      const n = readCount();
-      if (itemType === 8) for (let j = 0; j < n; j++) readString();
-      else if (scalarSize[itemType] !== undefined) at += n * scalarSize[itemType]!;
-      else return false;
-    } else if (scalarSize[type] !== undefined) {
-      if (wanted.includes(key) && (type === 4 || type === 5)) {
-        found.set(key, type === 4 ? buf.readUInt32LE(at) : buf.readInt32LE(at));
-      }
-      at += scalarSize[type]!;
-    } else {
-      return false;
-    }
-    return at <= buf.length;
-  };
+/** A string or number value; undefined for other types (a wrongly typed key is as good as absent here). */
+function getScalar(metadata: GgufMetadata, key: string): string | number | undefined {
+  const value = metadata.get(key)?.value;
+  return typeof value === "string" || typeof value === "number" ? value : undefined;
+}
+
+async function readHead(path: string, bytes: number): Promise<Uint8Array> {
+  const handle = await open(path, "r");
   try {
-    readCount(); // tensor count
-    const kvCount = readCount();
-    for (let i = 0; i < kvCount && found.size < wanted.length; i++) if (!readPair()) break;
-  } catch {
-    // Ran past the prefix (RangeError from a read): keep what was found.
+    const head = new Uint8Array(bytes);
+    const { bytesRead } = await handle.read(head, 0, bytes, 0);
+    return head.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
   }
-  return found;
 }

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { InferenceError } from "@infer/core";
-import { GgmlType, GgufValueType, parseGguf, parseGgufHeader, parseSafetensors, writeGguf, writeSafetensors } from "../../src/formats/index.js";
+import { GgmlType, GgufValueType, parseGguf, parseGgufHeader, parseSafetensors, writeGguf, writeSafetensors } from "../src/index.js";
 
 /** Deterministic generator of integers in [0, n). */
 function randomInts(seed: number): (n: number) => number {

@@ -2,7 +2,7 @@
 // checked against values worked out by hand from the format's formulas.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { GgmlType, dequantize, dequantizeRow, rowBytes, typeInfo } from "../../src/formats/index.js";
+import { GgmlType, dequantize, dequantizeRow, rowBytes, typeInfo } from "../src/index.js";
 import { ByteBuilder, assertInferenceError } from "./helpers.js";
 
 // f16 bit patterns used below.
@@ -13,22 +13,22 @@ const F16_EIGHTH = 0x3000;
 const F16_MINUS_ONE = 0xbc00;
 
 describe("ggml type layouts", () => {
-  it("knows block sizes and bytes per block as ggml defines them", () => {
-    const expected: [GgmlType, string, number, number][] = [
-      [GgmlType.F32, "F32", 1, 4],
-      [GgmlType.F16, "F16", 1, 2],
-      [GgmlType.BF16, "BF16", 1, 2],
-      [GgmlType.Q4_0, "Q4_0", 32, 18],
-      [GgmlType.Q4_1, "Q4_1", 32, 20],
-      [GgmlType.Q5_0, "Q5_0", 32, 22],
-      [GgmlType.Q5_1, "Q5_1", 32, 24],
-      [GgmlType.Q8_0, "Q8_0", 32, 34],
-      [GgmlType.Q4_K, "Q4_K", 256, 144],
-      [GgmlType.Q5_K, "Q5_K", 256, 176],
-      [GgmlType.Q6_K, "Q6_K", 256, 210],
+  it("knows block sizes and bytes per block as ggml defines them, and the nominal bits", () => {
+    const expected: [GgmlType, string, number, number, number][] = [
+      [GgmlType.F32, "F32", 1, 4, 32],
+      [GgmlType.F16, "F16", 1, 2, 16],
+      [GgmlType.BF16, "BF16", 1, 2, 16],
+      [GgmlType.Q4_0, "Q4_0", 32, 18, 4],
+      [GgmlType.Q4_1, "Q4_1", 32, 20, 4],
+      [GgmlType.Q5_0, "Q5_0", 32, 22, 5],
+      [GgmlType.Q5_1, "Q5_1", 32, 24, 5],
+      [GgmlType.Q8_0, "Q8_0", 32, 34, 8],
+      [GgmlType.Q4_K, "Q4_K", 256, 144, 4],
+      [GgmlType.Q5_K, "Q5_K", 256, 176, 5],
+      [GgmlType.Q6_K, "Q6_K", 256, 210, 6],
     ];
-    for (const [type, name, blockSize, bytesPerBlock] of expected) {
-      assert.deepEqual(typeInfo(type), { name, blockSize, bytesPerBlock });
+    for (const [type, name, blockSize, bytesPerBlock, bits] of expected) {
+      assert.deepEqual(typeInfo(type), { name, blockSize, bytesPerBlock, bits });
     }
     assert.equal(rowBytes(GgmlType.Q4_K, 512), 288);
     assert.equal(rowBytes(GgmlType.F16, 3), 6);

@@ -2,11 +2,9 @@
  * GGUF v3 writer: the layout gguf.ts reads, laid out as llama.cpp's own
  * writer does (tensor data aligned, each tensor padded to the alignment).
  */
-import { writeFile } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
-import { GgmlType } from "../kernels/types.js";
 import { quantize } from "./ggml-quantize.js";
-import { rowBytes, typeInfo } from "./ggml-types.js";
+import { GgmlType, rowBytes, typeInfo } from "./ggml-types.js";
 import { GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_MAX_DIMS } from "./gguf.js";
 import { GgufValueType, valueTypeName } from "./gguf-values.js";
 import type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
@@ -144,10 +142,6 @@ export function writeGguf(spec: GgufWriteSpec): Uint8Array {
     sink.padTo(alignment);
   }
   return sink.result();
-}
-
-export async function writeGgufFile(path: string, spec: GgufWriteSpec): Promise<void> {
-  await writeFile(path, writeGguf(spec));
 }
 
 function chooseAlignment(requested: number | undefined, metadata: Map<string, GgufValue>): number {

@@ -3,8 +3,8 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { InferenceError, type ErrorCode } from "@infer/core";
 
-/** /work/shared/models seen from packages/wasm/dist/test/formats/*.test.js. */
-export const SHARED_MODELS = fileURLToPath(new URL("../../../../../../shared/models/", import.meta.url));
+/** /work/shared/models seen from packages/formats/dist/test/*.test.js. */
+export const SHARED_MODELS = fileURLToPath(new URL("../../../../../shared/models/", import.meta.url));
 
 /** A skip reason when the shared models folder is absent (a fresh clone has no ../shared). */
 export function sharedModelsSkip(): string | false {

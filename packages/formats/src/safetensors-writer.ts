@@ -1,5 +1,4 @@
 /** safetensors writer for float tensors; the layout safetensors.ts reads. */
-import { writeFile } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
 import { f32ToBf16, f32ToF16 } from "./half.js";
 
@@ -53,14 +52,6 @@ export function writeSafetensors(tensors: SafetensorsTensorSpec[], metadata?: Re
     at += bytes.length;
   }
   return out;
-}
-
-export async function writeSafetensorsFile(
-  path: string,
-  tensors: SafetensorsTensorSpec[],
-  metadata?: Record<string, string>,
-): Promise<void> {
-  await writeFile(path, writeSafetensors(tensors, metadata));
 }
 
 function encodeFloats(dtype: string, data: Float32Array, field: string): Uint8Array {

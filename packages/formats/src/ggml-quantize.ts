@@ -9,9 +9,8 @@
  * quantization step of its input. The bytes are plain, valid K-quant blocks.
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType } from "../kernels/types.js";
+import { GgmlType, QK_K, typeInfo } from "./ggml-types.js";
 import { f16ToF32, f32ToBf16, f32ToF16 } from "./half.js";
-import { QK_K, typeInfo } from "./ggml-types.js";
 
 const fround = Math.fround;
 

@@ -14,39 +14,56 @@
  *   Q6_K [256]:  u8 ql[128] | u8 qh[64] | i8 scales[16] | f16 d              = 210
  */
 import { InferenceError } from "@infer/core";
-import { GgmlType } from "../kernels/types.js";
 import { bf16ToF32, f16Table65536 } from "./half.js";
 
-export { GgmlType } from "../kernels/types.js";
-export { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from "./half.js";
+/** ggml tensor type ids, as stored in GGUF (ggml.h's enum ggml_type). */
+export enum GgmlType {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  BF16 = 30,
+}
 
 export interface GgmlTypeInfo {
   name: string;
   /** Elements per block (1 for plain floats). */
   blockSize: number;
   bytesPerBlock: number;
+  /** The type's nominal bits per weight (Q4_K: 4), as quantizations are named; not bytesPerBlock * 8 / blockSize. */
+  bits: number;
 }
 
 /** Super-block size of the K-quants. */
 export const QK_K = 256;
 
 const TYPE_INFO: ReadonlyMap<number, GgmlTypeInfo> = new Map([
-  [GgmlType.F32, { name: "F32", blockSize: 1, bytesPerBlock: 4 }],
-  [GgmlType.F16, { name: "F16", blockSize: 1, bytesPerBlock: 2 }],
-  [GgmlType.BF16, { name: "BF16", blockSize: 1, bytesPerBlock: 2 }],
-  [GgmlType.Q4_0, { name: "Q4_0", blockSize: 32, bytesPerBlock: 18 }],
-  [GgmlType.Q4_1, { name: "Q4_1", blockSize: 32, bytesPerBlock: 20 }],
-  [GgmlType.Q5_0, { name: "Q5_0", blockSize: 32, bytesPerBlock: 22 }],
-  [GgmlType.Q5_1, { name: "Q5_1", blockSize: 32, bytesPerBlock: 24 }],
-  [GgmlType.Q8_0, { name: "Q8_0", blockSize: 32, bytesPerBlock: 34 }],
+  [GgmlType.F32, { name: "F32", blockSize: 1, bytesPerBlock: 4, bits: 32 }],
+  [GgmlType.F16, { name: "F16", blockSize: 1, bytesPerBlock: 2, bits: 16 }],
+  [GgmlType.BF16, { name: "BF16", blockSize: 1, bytesPerBlock: 2, bits: 16 }],
+  [GgmlType.Q4_0, { name: "Q4_0", blockSize: 32, bytesPerBlock: 18, bits: 4 }],
+  [GgmlType.Q4_1, { name: "Q4_1", blockSize: 32, bytesPerBlock: 20, bits: 4 }],
+  [GgmlType.Q5_0, { name: "Q5_0", blockSize: 32, bytesPerBlock: 22, bits: 5 }],
+  [GgmlType.Q5_1, { name: "Q5_1", blockSize: 32, bytesPerBlock: 24, bits: 5 }],
+  [GgmlType.Q8_0, { name: "Q8_0", blockSize: 32, bytesPerBlock: 34, bits: 8 }],
   // Sizes known so files holding them parse; they have no dequantizer here.
-  [GgmlType.Q8_1, { name: "Q8_1", blockSize: 32, bytesPerBlock: 36 }],
-  [GgmlType.Q2_K, { name: "Q2_K", blockSize: QK_K, bytesPerBlock: 84 }],
-  [GgmlType.Q3_K, { name: "Q3_K", blockSize: QK_K, bytesPerBlock: 110 }],
-  [GgmlType.Q4_K, { name: "Q4_K", blockSize: QK_K, bytesPerBlock: 144 }],
-  [GgmlType.Q5_K, { name: "Q5_K", blockSize: QK_K, bytesPerBlock: 176 }],
-  [GgmlType.Q6_K, { name: "Q6_K", blockSize: QK_K, bytesPerBlock: 210 }],
-  [GgmlType.Q8_K, { name: "Q8_K", blockSize: QK_K, bytesPerBlock: 292 }],
+  [GgmlType.Q8_1, { name: "Q8_1", blockSize: 32, bytesPerBlock: 36, bits: 8 }],
+  [GgmlType.Q2_K, { name: "Q2_K", blockSize: QK_K, bytesPerBlock: 84, bits: 2 }],
+  [GgmlType.Q3_K, { name: "Q3_K", blockSize: QK_K, bytesPerBlock: 110, bits: 3 }],
+  [GgmlType.Q4_K, { name: "Q4_K", blockSize: QK_K, bytesPerBlock: 144, bits: 4 }],
+  [GgmlType.Q5_K, { name: "Q5_K", blockSize: QK_K, bytesPerBlock: 176, bits: 5 }],
+  [GgmlType.Q6_K, { name: "Q6_K", blockSize: QK_K, bytesPerBlock: 210, bits: 6 }],
+  [GgmlType.Q8_K, { name: "Q8_K", blockSize: QK_K, bytesPerBlock: 292, bits: 8 }],
 ]);
 
 /** Types that dequantize() and quantize() handle. */

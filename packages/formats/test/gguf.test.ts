@@ -20,13 +20,12 @@ import {
   parseGguf,
   parseGgufHeader,
   quantize,
-  readGguf,
-  readGgufHeader,
   typeName,
   writeGguf,
   type GgufArray,
   type GgufValue,
-} from "../../src/formats/index.js";
+} from "../src/index.js";
+import { readGguf, readGgufHeader } from "../src/node/index.js";
 import { ByteBuilder, SHARED_MODELS, assertInferenceError, assertRejectsWith, sharedModelsSkip } from "./helpers.js";
 
 const STORIES = join(SHARED_MODELS, "stories260K", "stories260K.gguf");

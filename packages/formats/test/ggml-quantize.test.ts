@@ -13,7 +13,7 @@ import {
   quantize,
   scaleMinK4,
   typeName,
-} from "../../src/formats/index.js";
+} from "../src/index.js";
 import { assertInferenceError } from "./helpers.js";
 
 /** Deterministic pseudo-random numbers in [0, 1) (mulberry32). */

@@ -11,12 +11,10 @@ import {
   f32ToBf16,
   f32ToF16,
   parseSafetensors,
-  readSafetensors,
-  readSafetensorsModel,
   toFloat32,
   writeSafetensors,
-  writeSafetensorsFile,
-} from "../../src/formats/index.js";
+} from "../src/index.js";
+import { readSafetensors, readSafetensorsModel, writeSafetensorsFile } from "../src/node/index.js";
 import { SHARED_MODELS, assertInferenceError, assertRejectsWith, sharedModelsSkip } from "./helpers.js";
 
 const TINY = join(SHARED_MODELS, "tinystories-656k");
@@ -192,6 +190,14 @@ describe("safetensors validation", () => {
       16,
     );
     assertInferenceError(parseBad(overlapping), "MODEL_FORMAT", ["bad.safetensors", '"b" data_offsets', "overlaps", '"a"']);
+  });
+
+  it("a header nested past the JSON depth bound, or not UTF-8, names the file and the header", () => {
+    const deep = `{"__metadata__":${"[".repeat(100_000)}${"]".repeat(100_000)}}`;
+    assertInferenceError(parseBad(rawFile(deep, 0)), "MODEL_FORMAT", ["bad.safetensors: safetensors header", "deeper than"]);
+    const notUtf8 = rawFile("{}", 0);
+    notUtf8[8] = 0xff;
+    assertInferenceError(parseBad(notUtf8), "MODEL_FORMAT", ["bad.safetensors: safetensors header", "UTF-8"]);
   });
 
   it("element count times dtype size not matching the byte range", () => {

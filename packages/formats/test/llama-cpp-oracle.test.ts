@@ -8,8 +8,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { CODEC_TYPES, GgmlType, GgufValueType, dequantize, quantize, typeName, writeGguf } from "../../src/formats/index.js";
-import type { GgufTensorSpec, GgufValueInput } from "../../src/formats/index.js";
+import { CODEC_TYPES, GgmlType, GgufValueType, dequantize, quantize, typeName, writeGguf } from "../src/index.js";
+import type { GgufTensorSpec, GgufValueInput } from "../src/index.js";
 
 // The small part of node-llama-cpp's API used here (it is not a dependency of this package).
 interface LlamaLike {

@@ -10,16 +10,21 @@
  * Every count and length is checked against the bytes that remain before
  * anything is allocated from it, so a corrupt header fails fast.
  */
-import type { FileHandle } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
-import { GgmlType } from "../kernels/types.js";
-import { findTypeInfo, typeName } from "./ggml-types.js";
+import { type GgmlType, findTypeInfo, typeName } from "./ggml-types.js";
 import { GGUF_SCALAR_BYTES, GgufMetadata, GgufValueType, valueTypeName } from "./gguf-values.js";
 import { PackedStrings } from "./packed-strings.js";
 import type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
-import { type FileBufferAllocator, readRange, readWholeFile, withOpenFile } from "./read-file.js";
 
 export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
+/** The versions read and written: v1 used 32-bit counts, and big-endian files swap every field. */
+export const GGUF_VERSIONS: readonly number[] = [2, 3];
+/** Magic, version (u32), tensor count (u64) and metadata count (u64): what every GGUF file starts with. */
+export const GGUF_PREAMBLE_BYTES = 24;
+/** The fewest bytes one tensor info takes: name length (u64), n_dims (u32), type (u32), offset (u64). */
+export const GGUF_MIN_TENSOR_INFO_BYTES = 24;
+/** The fewest bytes one metadata entry takes: key length (u64), value type (u32), a one-byte value. */
+export const GGUF_MIN_METADATA_ENTRY_BYTES = 13;
 export const GGUF_DEFAULT_ALIGNMENT = 32;
 /** ggml tensors have at most 4 dimensions. */
 export const GGUF_MAX_DIMS = 4;
@@ -137,72 +142,6 @@ export function parseGguf(bytes: Uint8Array, source = "<buffer>"): GgufFile {
   return { ...header, bytes, tensorData: (info) => bytes.subarray(info.offset, info.offset + info.byteLength) };
 }
 
-/** The first bytes read for a header; a longer header is read again in prefixes four times as long. */
-const FIRST_PREFIX_BYTES = 4 * 2 ** 20;
-
-/**
- * Reads a GGUF file into memory once and parses it: into one new array, or
- * into `memory.allocate(size)` (a view of the kernels' memory, say). With
- * `memory.release` too, only the tensor data section goes there: the header
- * is read into an allocation of its own, parsed, and handed back before the
- * data is allocated, which an allocator that reuses the freed range first
- * then places on the very pages the header was read into. (An ordinary
- * array for the header would stay resident until V8's next full collection,
- * several MiB beside the weights.) `bytes` is then that section.
- */
-export async function readGguf(
-  path: string,
-  memory: { allocate?: FileBufferAllocator; release?: (view: Uint8Array) => void } = {},
-): Promise<GgufFile> {
-  const { allocate, release } = memory;
-  if (!allocate || !release) return parseGguf(await readWholeFile(path, "GGUF", allocate), path);
-  return await withOpenFile(path, "GGUF", async (handle, size) => {
-    const header = await readHeaderInto(handle, size, path, allocate, release);
-    const bytes = allocate(size - header.dataOffset);
-    try {
-      await readRange(handle, bytes, header.dataOffset, path);
-    } catch (error) {
-      release(bytes);
-      throw error;
-    }
-    const at = (info: GgufTensorInfo) => info.offset - header.dataOffset;
-    return { ...header, bytes, tensorData: (info) => bytes.subarray(at(info), at(info) + info.byteLength) };
-  });
-}
-
-/** The header, from prefixes of 4, 16, ... MiB, each read into `allocate(bytes)` and released after its parse. */
-async function readHeaderInto(
-  handle: FileHandle,
-  size: number,
-  path: string,
-  allocate: FileBufferAllocator,
-  release: (view: Uint8Array) => void,
-): Promise<GgufHeader> {
-  for (let prefixBytes = Math.min(size, FIRST_PREFIX_BYTES); ; prefixBytes = Math.min(size, prefixBytes * 4)) {
-    const prefix = allocate(prefixBytes);
-    let header: GgufHeader | undefined;
-    try {
-      await readRange(handle, prefix, 0, path);
-      header = parseGgufHeader(prefix, size, path);
-    } finally {
-      release(prefix);
-    }
-    if (header) return header;
-    if (prefixBytes === size) throw new InferenceError("INTERNAL", `${path}: the GGUF header parser asked for bytes past the whole file`);
-  }
-}
-
-/**
- * Reads a GGUF file's header only: the metadata and tensor table, checked
- * against the file's size, without reading the tensor data (a tokenizer from
- * a model file of gigabytes reads a few megabytes).
- */
-export async function readGgufHeader(path: string): Promise<GgufHeader> {
-  return await withOpenFile(path, "GGUF", (handle, size) =>
-    readHeaderInto(handle, size, path, (bytes) => new Uint8Array(bytes), () => undefined),
-  );
-}
-
 /**
  * Parses the header of a GGUF file of `fileSize` bytes from its first bytes,
  * `prefix`: undefined when the header goes on past them (read more and call
@@ -217,27 +156,69 @@ export function parseGgufHeader(prefix: Uint8Array, fileSize: number, source = "
   }
 }
 
-function parseHeader(cursor: GgufCursor): GgufHeader {
-  const { bytes, source } = cursor;
+/**
+ * The metadata a prefix of a GGUF file of `fileSize` bytes holds: every
+ * key/value pair that ends within it (`complete` when that is all of them),
+ * checked as parseGguf checks them. For a look at the first keys of a file
+ * without reading a long header (a vocabulary of megabytes) to its end.
+ */
+export function parseGgufMetadataPrefix(
+  prefix: Uint8Array,
+  fileSize: number,
+  source = "<buffer>",
+): { version: number; metadata: GgufMetadata; complete: boolean } | undefined {
+  const cursor = new GgufCursor(prefix, source, fileSize);
+  let preamble;
+  try {
+    preamble = readPreamble(cursor);
+  } catch (error) {
+    if (error instanceof BeyondPrefix) return undefined;
+    throw error;
+  }
+  const metadata = new GgufMetadata(source);
+  try {
+    readMetadata(cursor, preamble.metadataCount, metadata);
+  } catch (error) {
+    if (error instanceof BeyondPrefix) return { version: preamble.version, metadata, complete: false };
+    throw error;
+  }
+  return { version: preamble.version, metadata, complete: true };
+}
+
+/** True when `bytes` start with the GGUF magic. */
+export function hasGgufMagic(bytes: Uint8Array): boolean {
+  return bytes.length >= 4 && new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true) === GGUF_MAGIC;
+}
+
+function readPreamble(cursor: GgufCursor): { version: number; tensorCount: number; metadataCount: number } {
+  const { bytes } = cursor;
   if (bytes.length < Math.min(4, cursor.fileSize)) throw new BeyondPrefix();
   if (bytes.length < 4 || cursor.view.getUint32(0, true) !== GGUF_MAGIC) {
     throw cursor.fail("magic", `expected "GGUF" at the start, found ${describeMagic(bytes)}`);
   }
   cursor.position = 4;
   const version = cursor.u32("version");
-  if (version !== 2 && version !== 3) throw cursor.fail("version", describeVersion(version));
-  // Each tensor info takes >= 24 bytes (name length, n_dims, type, offset); each key/value >= 13.
-  const tensorCount = cursor.count("tensor_count", 24);
-  const metadataCount = cursor.count("metadata_kv_count", 13);
+  if (!GGUF_VERSIONS.includes(version)) throw cursor.fail("version", describeVersion(version));
+  const tensorCount = cursor.count("tensor_count", GGUF_MIN_TENSOR_INFO_BYTES);
+  const metadataCount = cursor.count("metadata_kv_count", GGUF_MIN_METADATA_ENTRY_BYTES);
+  return { version, tensorCount, metadataCount };
+}
 
-  const metadata = new GgufMetadata(source);
-  for (let i = 0; i < metadataCount; i++) {
+/** Reads `count` key/value pairs into `metadata`, which keeps those read when a later one fails. */
+function readMetadata(cursor: GgufCursor, count: number, metadata: GgufMetadata): void {
+  for (let i = 0; i < count; i++) {
     const key = cursor.string(`metadata key #${i}`);
     if (metadata.has(key)) throw cursor.fail(`metadata["${key}"]`, "the key appears twice");
     const type = cursor.u32(`metadata["${key}"] value type`);
     metadata.set(key, readValue(cursor, type, `metadata["${key}"]`, 0));
   }
+}
 
+function parseHeader(cursor: GgufCursor): GgufHeader {
+  const { source } = cursor;
+  const { version, tensorCount, metadataCount } = readPreamble(cursor);
+  const metadata = new GgufMetadata(source);
+  readMetadata(cursor, metadataCount, metadata);
   const infos = readTensorInfos(cursor, tensorCount);
   const alignment = readAlignment(cursor, metadata);
   const dataOffset = alignUp(cursor.position, alignment);

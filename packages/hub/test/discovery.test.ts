@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { detectFormat, discover, discoverModels, GGUF_FILE_TYPES, isGgufFile, isHfFolder } from "../src/node/index.js";
-import { ggufHeader } from "./gguf-fixture.js";
+import { writeGguf } from "@infer/formats";
+import { discover, discoverModels } from "../src/index.js";
 
 const root = mkdtempSync(join(tmpdir(), "infer-discovery-"));
 after(() => {
@@ -20,6 +20,16 @@ function write(path: string, content: string | Buffer): string {
   return full;
 }
 const json = (value: unknown) => JSON.stringify(value);
+
+/** A GGUF file of metadata only: a string array first when asked (a vocabulary), then the architecture and file type. */
+function ggufHeader(fixture: { architecture?: string; fileType?: number; leadingStrings?: string[] }): Buffer {
+  const metadata = {
+    ...(fixture.leadingStrings && { "tokenizer.ggml.tokens": fixture.leadingStrings }),
+    ...(fixture.architecture !== undefined && { "general.architecture": fixture.architecture }),
+    ...(fixture.fileType !== undefined && { "general.file_type": fixture.fileType }),
+  };
+  return Buffer.from(writeGguf({ metadata, tensors: [] }));
+}
 
 write("hf-llama/config.json", json({ model_type: "llama" }));
 write("hf-llama/model.safetensors", Buffer.alloc(100));
@@ -118,31 +128,6 @@ describe("discoverModels", () => {
     assert.deepEqual(await discoverModels(join(root, "does-not-exist")), []);
     assert.deepEqual(await discoverModels(join(root, "ggufs/a.gguf")), []);
     assert.deepEqual(await discoverModels(join(root, "config-only")), []);
-  });
-
-  it("names the common GGUF file types as llama.cpp does", () => {
-    assert.equal(GGUF_FILE_TYPES[0], "F32");
-    assert.equal(GGUF_FILE_TYPES[7], "Q8_0");
-    assert.equal(GGUF_FILE_TYPES[15], "Q4_K_M");
-    assert.equal(GGUF_FILE_TYPES[32], "BF16");
-  });
-});
-
-describe("detectFormat", () => {
-  it("reads GGUF magic, HF folder layout and llama2.c extensions", async () => {
-    assert.equal(await detectFormat(join(root, "ggufs/a.gguf")), "gguf");
-    assert.equal(await detectFormat(join(root, "ggufs/wrong-magic.gguf")), "unknown");
-    assert.equal(await detectFormat(join(root, "hf-sharded")), "safetensors");
-    assert.equal(await detectFormat(join(root, "config-only")), "unknown");
-    assert.equal(await detectFormat(join(root, "hf-llama/model.safetensors")), "safetensors");
-    assert.equal(await detectFormat(write("checkpoint.bin", Buffer.alloc(8))), "llama2c");
-    assert.equal(await detectFormat(join(root, "ggufs/readme.txt")), "unknown");
-    assert.equal(await detectFormat(join(root, "missing")), "unknown");
-    assert.equal(await isGgufFile(join(root, "ggufs/B.GGUF")), true);
-    assert.equal(await isGgufFile(join(root, "hf-llama")), false);
-    assert.equal(await isHfFolder(join(root, "hf-llama")), true);
-    assert.equal(await isHfFolder(join(root, "config-only")), false);
-    assert.equal(await isHfFolder(join(root, "ggufs")), false);
   });
 });
 

@@ -5,11 +5,8 @@
  * relative to the start of the data, plus an optional "__metadata__" object
  * of string values.
  */
-import { access } from "node:fs/promises";
-import { isAbsolute, join } from "node:path";
-import { InferenceError, isInferenceError } from "@infer/core";
+import { InferenceError, parseModelJson } from "@infer/core";
 import { bf16ToF32, f16Table65536 } from "./half.js";
-import { readWholeFile, type FileBufferAllocator } from "./read-file.js";
 
 /** The dtypes the format defines (fixed-size ones; sub-byte formats are not read). */
 export type SafetensorsDtype =
@@ -80,11 +77,12 @@ export interface SafetensorsModel {
   files: string[];
 }
 
-function formatError(source: string, field: string, problem: string): InferenceError {
+/** MODEL_FORMAT naming the safetensors file and field. */
+export function formatError(source: string, field: string, problem: string): InferenceError {
   return new InferenceError("MODEL_FORMAT", `${source}: safetensors ${field}: ${problem}`, { details: { file: source, field } });
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
@@ -99,15 +97,16 @@ export function parseSafetensors(bytes: Uint8Array, source = "<buffer>"): Safete
   if (8 + headerLength > bytes.length) {
     throw formatError(source, "header length", `${headerLength} bytes runs past the end of the ${bytes.length}-byte file`);
   }
-  let header: unknown;
+  let text: string;
   try {
-    header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + headerLength)));
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + headerLength));
   } catch (error) {
-    throw new InferenceError("MODEL_FORMAT", `${source}: safetensors header: not valid JSON (${(error as Error).message})`, {
+    throw new InferenceError("MODEL_FORMAT", `${source}: safetensors header: not valid UTF-8`, {
       cause: error,
       details: { file: source, field: "header" },
     });
   }
+  const header = parseModelJson(text, `${source}: safetensors header`);
   if (!isPlainObject(header)) throw formatError(source, "header", "is not a JSON object");
 
   const dataOffset = 8 + headerLength;
@@ -180,99 +179,6 @@ function readEntry(
     );
   }
   return { dtype: dtype as SafetensorsDtype, shape: shape as number[], begin, end };
-}
-
-export async function readSafetensors(path: string, allocate?: FileBufferAllocator): Promise<SafetensorsFile> {
-  return parseSafetensors(await readWholeFile(path, "safetensors", allocate), path);
-}
-
-/**
- * Reads a Hugging Face model folder's weights: `model.safetensors.index.json`
- * with its shards when present, else `model.safetensors`.
- */
-export async function readSafetensorsModel(folder: string, allocate?: FileBufferAllocator): Promise<SafetensorsModel> {
-  const indexPath = join(folder, "model.safetensors.index.json");
-  if (!(await exists(indexPath))) {
-    const single = join(folder, "model.safetensors");
-    if (!(await exists(single))) {
-      throw new InferenceError("MODEL_NOT_FOUND", `${folder}: no model.safetensors or model.safetensors.index.json`, {
-        details: { file: folder },
-      });
-    }
-    const file = await readSafetensors(single, allocate);
-    return { tensors: file.tensors, metadata: file.metadata, files: [single] };
-  }
-  const { weightMap, metadata } = await readIndex(indexPath);
-  const tensors = new Map<string, SafetensorsTensor>();
-  const shards = [...new Set(weightMap.values())];
-  const files: string[] = [];
-  for (const shard of shards) {
-    const path = join(folder, shard);
-    let file: SafetensorsFile;
-    try {
-      file = await readSafetensors(path, allocate);
-    } catch (error) {
-      if (!isInferenceError(error, "MODEL_NOT_FOUND")) throw error;
-      throw new InferenceError("MODEL_FORMAT", `${indexPath}: weight_map names shard "${shard}", which is missing`, {
-        cause: error,
-        details: { file: indexPath, field: "weight_map", shard },
-      });
-    }
-    files.push(path);
-    Object.assign(metadata, file.metadata);
-    for (const [name, tensor] of file.tensors) {
-      if (tensors.has(name)) throw formatError(path, `"${name}"`, `also stored in ${tensors.get(name)!.file}`);
-      tensors.set(name, tensor);
-    }
-  }
-  for (const [name, shard] of weightMap) {
-    if (tensors.get(name)?.file !== join(folder, shard)) {
-      throw formatError(indexPath, `weight_map["${name}"]`, `the tensor is not in shard "${shard}"`);
-    }
-  }
-  return { tensors, metadata, files };
-}
-
-async function readIndex(indexPath: string): Promise<{ weightMap: Map<string, string>; metadata: Record<string, string> }> {
-  const bytes = await readWholeFile(indexPath, "safetensors index");
-  let index: unknown;
-  try {
-    index = JSON.parse(new TextDecoder().decode(bytes));
-  } catch (error) {
-    throw new InferenceError("MODEL_FORMAT", `${indexPath}: not valid JSON (${(error as Error).message})`, {
-      cause: error,
-      details: { file: indexPath },
-    });
-  }
-  if (!isPlainObject(index) || !isPlainObject(index["weight_map"])) {
-    throw new InferenceError("MODEL_FORMAT", `${indexPath}: weight_map is missing or not an object`, {
-      details: { file: indexPath, field: "weight_map" },
-    });
-  }
-  const weightMap = new Map<string, string>();
-  for (const [name, shard] of Object.entries(index["weight_map"])) {
-    // Shards live in the model folder: refuse paths that would leave it.
-    if (typeof shard !== "string" || shard === "" || isAbsolute(shard) || shard.split(/[\\/]/).includes("..")) {
-      throw new InferenceError("MODEL_FORMAT", `${indexPath}: weight_map["${name}"] is not a shard file name in the folder`, {
-        details: { file: indexPath, field: `weight_map.${name}` },
-      });
-    }
-    weightMap.set(name, shard);
-  }
-  const metadata: Record<string, string> = {};
-  if (isPlainObject(index["metadata"])) {
-    for (const [key, value] of Object.entries(index["metadata"])) metadata[key] = typeof value === "string" ? value : JSON.stringify(value);
-  }
-  return { weightMap, metadata };
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Decodes an F32, F16 or BF16 tensor to a fresh Float32Array. */

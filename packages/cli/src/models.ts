@@ -157,6 +157,7 @@ export async function openModel(spec: string, io: CliIO, options: LoadOptions, v
     throw error;
   }
   const loadMs = performance.now() - started;
+  for (const warning of model.info().warnings ?? []) io.stderr.write(`infer: warning: ${warning}\n`);
   if (verbose) io.stderr.write(`infer: loaded ${path} with backend ${model.backend} in ${loadMs.toFixed(0)} ms\n`);
   return { model, path, loadMs };
 }

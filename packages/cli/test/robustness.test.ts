@@ -93,6 +93,13 @@ describe("a model without a chat template (stories260K)", { skip: noModel }, () 
     });
   }
 
+  test("--context beyond the trained length: a warning on stderr, and the text", async () => {
+    const { code, stdout, stderr } = await runCli(["run", gguf, "Once upon a time", "--backend", "wasm", "--threads", "1", "-n", "3", "-t", "0", "--context", "4096"]);
+    assert.equal(code, 0, stderr);
+    assert.match(stderr, /^infer: warning: contextLength 4096 is beyond the 2048 tokens the model was trained for/);
+    assert.ok(stdout.trim().length > 0);
+  });
+
   test("infer run --chat says the plain-text way out; infer serve --chat-template serves chat", async () => {
     const run = await runCli(["run", gguf, "hi", "--chat", "--backend", "wasm"]);
     assert.equal(run.code, 1);

@@ -342,6 +342,29 @@ async function collectStream(stream: AsyncIterable<Token>): Promise<Token[]> {
   return tokens;
 }
 
+/**
+ * The contract for a context longer than the model was trained for: the load
+ * goes ahead (as llama.cpp's does) with a warning in `info().warnings`, and
+ * the model generates; within the trained length there is no warning.
+ * `load` loads the model under test with the given `contextLength`.
+ */
+export async function assertContextBeyondTrainingWarns(load: (contextLength: number) => Promise<TextModel>): Promise<void> {
+  let trained: number;
+  {
+    await using within = await load(64);
+    assert.deepEqual(within.info().warnings, []);
+    assert.ok(within.info().trainedContextLength !== undefined, "info().trainedContextLength is reported");
+    trained = within.info().trainedContextLength!;
+  }
+  await using beyond = await load(trained * 2);
+  const info = beyond.info();
+  assert.ok(info.contextLength >= trained * 2, `the context asked for was given (${info.contextLength})`);
+  assert.equal(info.warnings?.length, 1);
+  assert.match(info.warnings![0]!, new RegExp(`contextLength ${info.contextLength} is beyond the ${trained} tokens the model was trained for`));
+  const { generatedTokens } = (await beyond.generateText("Once upon a time", { maxTokens: 3, temperature: 0 })).metrics;
+  assert.ok(generatedTokens > 0);
+}
+
 /** Asserts that `work` rejects with an `InferenceError` of `code` and returns it. */
 export async function assertCode(work: Promise<unknown>, code: ErrorCode): Promise<Error> {
   let caught: unknown;

@@ -365,6 +365,23 @@ export async function assertContextBeyondTrainingWarns(load: (contextLength: num
   assert.ok(generatedTokens > 0);
 }
 
+/**
+ * Control tokens add no text to a stream: greedy generation from `prompt` runs
+ * until the model has emitted one (a model trained on BOS-separated texts
+ * emits BOS where a text ends) and every control token streamed must carry "".
+ * A control token is one whose `decode` text disappears with `skipSpecialTokens`.
+ */
+export async function assertControlTokensSilent(model: TextModel, prompt: string, maxTokens: number): Promise<void> {
+  assert.ok(isTokenizerModel(model), "the model exposes decode()");
+  const isControl = (id: number) => model.decode([id]) !== "" && model.decode([id], { skipSpecialTokens: true }) === "";
+  const { tokens, text } = await model.generateText(prompt, { maxTokens, temperature: 0 });
+  const control = tokens.filter((t) => isControl(t.id));
+  assert.ok(control.length > 0, `no control token within ${maxTokens} greedy tokens: the check would prove nothing`);
+  for (const token of control) assert.equal(token.text, "", `control token ${token.id} (${JSON.stringify(model.decode([token.id]))}) streamed text`);
+  assert.equal(text, joinText(tokens));
+  assert.ok(!text.includes(model.decode([control[0]!.id])), JSON.stringify(text));
+}
+
 /** Asserts that `work` rejects with an `InferenceError` of `code` and returns it. */
 export async function assertCode(work: Promise<unknown>, code: ErrorCode): Promise<Error> {
   let caught: unknown;

@@ -9,6 +9,6 @@ export interface ModelTokenizer {
   decode(ids: number[], options: { skipSpecialTokens?: boolean }): string;
   /** Renders messages with the model's template (or `chatTemplate`); throws NO_CHAT_TEMPLATE when there is none. */
   renderChat(messages: Message[], options: { addGenerationPrompt: boolean; chatTemplate?: string }): string;
-  /** A fresh per-sequence streaming decoder. */
-  streamDecoder(): { push(id: number): string };
+  /** A fresh per-sequence streaming decoder; `skipSpecialTokens` leaves control tokens' text out. */
+  streamDecoder(options?: { skipSpecialTokens?: boolean }): { push(id: number): string };
 }

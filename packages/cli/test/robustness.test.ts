@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { EventEmitter } from "node:events";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -64,6 +65,16 @@ test("convert into a folder that does not exist: IO naming the path, before any 
   assert.equal(code, 1);
   assert.match(stderr, /^infer: error IO: cannot write .*missing-folder.out\.gguf: .*ENOENT\n$/);
   assert.doesNotMatch(stderr, /report|INTERNAL/);
+});
+
+test("npx infer in the repository: no npm config warning, just the version", (t) => {
+  const repoRoot = fileURLToPath(new URL("../../../../", import.meta.url));
+  const result = spawnSync("npx", ["--no-install", "infer", "--version"], { cwd: repoRoot, encoding: "utf8" });
+  if (result.error) return t.skip(`npx is not runnable here: ${result.error.message}`);
+  assert.equal(result.status, 0, result.stderr);
+  assert.equal(result.stdout, "infer 0.1.0\n");
+  // The root .npmrc once held node-llama-cpp's own setting, which npm flags on every run.
+  assert.doesNotMatch(result.stderr, /Unknown (project|user|global|builtin) config/);
 });
 
 // dist/test/ -> the repository root is four levels up; the shared models sit beside it.

@@ -40,12 +40,41 @@ export function usageError(message: string, command?: string): InferenceError {
   return new InferenceError("INVALID_OPTION", `${message}; see \`infer ${command ? `${command} ` : ""}--help\``, { details: { usage: true } });
 }
 
+/**
+ * util.parseArgs takes `-1` after `-n` for another flag ("argument is
+ * ambiguous"); a negative number after a flag that takes a value is that
+ * flag's value, so it is joined to it (`--max-tokens=-1`) and refused later
+ * with the flag's own range.
+ */
+function joinNegativeValues(argv: string[], options: OptionSpecs): string[] {
+  const takesValue = (arg: string) => {
+    const long = /^--([^=]+)$/.exec(arg)?.[1];
+    if (long !== undefined) return options[long]?.type === "string" ? long : undefined;
+    const short = /^-(\w)$/.exec(arg)?.[1];
+    return Object.entries(options).find(([, spec]) => spec.short === short && spec.type === "string")?.[0];
+  };
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--") return [...out, ...argv.slice(i)];
+    const name = takesValue(arg);
+    const next = argv[i + 1];
+    if (name !== undefined && next !== undefined && /^-(\d|\.\d)/.test(next)) {
+      out.push(`--${name}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
+}
+
 /** util.parseArgs with our option specs; its errors become INVALID_OPTION naming the command. */
 export function parse(command: Command, argv: string[]): { values: ParsedValues; positionals: string[] } {
   const options = { ...COMMON_OPTIONS, ...command.options };
   try {
     const { values, positionals } = parseArgs({
-      args: argv,
+      args: joinNegativeValues(argv, options),
       allowPositionals: true,
       strict: true,
       options: Object.fromEntries(
@@ -80,13 +109,21 @@ export function helpText(command: Command): string {
   ].join("\n");
 }
 
-/** Reads an optional numeric flag, refusing text that is not a number. */
-export function numberFlag(values: ParsedValues, name: string, command: string, integer = false): number | undefined {
+/** Reads an optional numeric flag, refusing text that is not a number or a number outside [min, max]. */
+export function numberFlag(
+  values: ParsedValues,
+  name: string,
+  command: string,
+  integer = false,
+  min = -Infinity,
+  max = Infinity,
+): number | undefined {
   const raw = values[name];
   if (raw === undefined) return undefined;
   const value = Number(raw);
-  if (typeof raw !== "string" || raw.trim() === "" || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
-    throw usageError(`--${name} must be ${integer ? "an integer" : "a number"} (got ${JSON.stringify(raw)})`, command);
+  if (typeof raw !== "string" || raw.trim() === "" || !Number.isFinite(value) || (integer && !Number.isInteger(value)) || value < min || value > max) {
+    const range = max < Infinity ? ` in [${min}, ${max}]` : min > -Infinity ? ` >= ${min}` : "";
+    throw usageError(`--${name} must be ${integer ? "an integer" : "a number"}${range} (got ${JSON.stringify(raw)})`, command);
   }
   return value;
 }

@@ -20,7 +20,7 @@ const HINTS: Partial<Record<InferenceError["code"], string>> = {
   NO_BACKEND_FOR_FORMAT: "check the file is a GGUF or a Hugging Face folder, or pick a backend with --backend",
   UNSUPPORTED_ARCHITECTURE: "try another backend with --backend",
   CONTEXT_OVERFLOW: "shorten the prompt or raise --context",
-  NO_CHAT_TEMPLATE: "give one with --chat-template, or use `infer run` without --chat for plain text",
+  NO_CHAT_TEMPLATE: "give a Jinja template with --chat-template <file|text>",
 };
 
 function globalHelp(): string {

@@ -1,8 +1,19 @@
 import { readFile, stat } from "node:fs/promises";
-import { type GenerateOptions, InferenceError, isInferenceError, listBackends, loadModel, type LoadOptions, type TextModel } from "@infer/core";
+import {
+  type GenerateOptions,
+  InferenceError,
+  isInferenceError,
+  isTokenizerModel,
+  listBackends,
+  loadModel,
+  type LoadOptions,
+  type TextModel,
+  validateGenerateOptions,
+  validateLoadOptions,
+} from "@infer/core";
 import { cacheDir, resolveModel } from "@infer/hub";
 import { registerBackends } from "./backends.js";
-import { type CommandContext, listFlag, numberFlag, type OptionSpecs, stringFlag } from "./command.js";
+import { type CommandContext, listFlag, numberFlag, type OptionSpecs, stringFlag, usageError } from "./command.js";
 import type { CliIO } from "./io.js";
 import { ProgressBar } from "./progress.js";
 
@@ -30,17 +41,55 @@ export function hubOptions(io: CliIO) {
   return { cacheDir: cacheDir(io.env), endpoint: io.env.HF_ENDPOINT, token: io.env.HF_TOKEN || undefined };
 }
 
+/** The numeric flags that set a LoadOptions / GenerateOptions field: flag -> [field, integer]. */
+const LOAD_NUMBER_FLAGS = {
+  context: ["contextLength", true],
+  threads: ["threads", true],
+  "batch-size": ["batchSize", true],
+} as const;
+
+const GENERATE_NUMBER_FLAGS = {
+  "max-tokens": ["maxTokens", true],
+  temperature: ["temperature", false],
+  "top-k": ["topK", true],
+  "top-p": ["topP", false],
+  "min-p": ["minP", false],
+  "repeat-penalty": ["repeatPenalty", false],
+  seed: ["seed", true],
+} as const;
+
+type NumberFlags = Record<string, readonly [string, boolean]>;
+
+function numbersOf(ctx: CommandContext, command: string, flags: NumberFlags): Record<string, number | undefined> {
+  return Object.fromEntries(Object.entries(flags).map(([flag, [field, integer]]) => [field, numberFlag(ctx.values, flag, command, integer)]));
+}
+
+const fieldsOf = (flags: NumberFlags) => Object.fromEntries(Object.entries(flags).map(([flag, [field]]) => [flag, field]));
+
+/**
+ * Checks options built from flags with the contract's own rules, before any
+ * model is loaded, so that a value out of range is a usage error (exit 2)
+ * naming the flag rather than a failure from deep inside a command.
+ */
+function checkedAgainstFlags<T>(options: T, validate: (options: T) => void, fieldOfFlag: Record<string, string>, command: string): T {
+  try {
+    validate(options);
+  } catch (error) {
+    const field = isInferenceError(error, "INVALID_OPTION") ? error.details.option : undefined;
+    const flag = Object.entries(fieldOfFlag).find(([, name]) => name === field)?.[0];
+    if (flag === undefined) throw error;
+    throw usageError(`--${flag}: ${(error as Error).message}`, command);
+  }
+  return options;
+}
+
 export function loadOptionsOf(ctx: CommandContext, command: string): LoadOptions {
-  return {
-    backend: stringFlag(ctx.values, "backend"),
-    contextLength: numberFlag(ctx.values, "context", command, true),
-    threads: numberFlag(ctx.values, "threads", command, true),
-    batchSize: numberFlag(ctx.values, "batch-size", command, true),
-  };
+  const options: LoadOptions = { backend: stringFlag(ctx.values, "backend"), ...numbersOf(ctx, command, LOAD_NUMBER_FLAGS) };
+  return checkedAgainstFlags(options, validateLoadOptions, { backend: "backend", ...fieldsOf(LOAD_NUMBER_FLAGS) }, command);
 }
 
 /** --chat-template takes a file when one exists at that path, else the template text itself. */
-async function chatTemplateOf(ctx: CommandContext): Promise<string | undefined> {
+export async function chatTemplateOf(ctx: CommandContext): Promise<string | undefined> {
   const value = stringFlag(ctx.values, "chat-template");
   if (value === undefined) return undefined;
   return (await stat(value).catch(() => undefined))?.isFile() ? readFile(value, "utf8") : value;
@@ -48,17 +97,29 @@ async function chatTemplateOf(ctx: CommandContext): Promise<string | undefined> 
 
 export async function generateOptionsOf(ctx: CommandContext, command: string): Promise<GenerateOptions> {
   const stops = listFlag(ctx.values, "stop");
-  return {
-    maxTokens: numberFlag(ctx.values, "max-tokens", command, true),
-    temperature: numberFlag(ctx.values, "temperature", command),
-    topK: numberFlag(ctx.values, "top-k", command, true),
-    topP: numberFlag(ctx.values, "top-p", command),
-    minP: numberFlag(ctx.values, "min-p", command),
-    repeatPenalty: numberFlag(ctx.values, "repeat-penalty", command),
-    seed: numberFlag(ctx.values, "seed", command, true),
+  const options: GenerateOptions = {
+    ...numbersOf(ctx, command, GENERATE_NUMBER_FLAGS),
     stopStrings: stops.length ? stops : undefined,
     chatTemplate: await chatTemplateOf(ctx),
   };
+  const fields = { ...fieldsOf(GENERATE_NUMBER_FLAGS), stop: "stopStrings", "chat-template": "chatTemplate" };
+  return checkedAgainstFlags(options, validateGenerateOptions, fields, command);
+}
+
+/**
+ * Renders a one-message conversation so that a model without a chat template
+ * (and no --chat-template) fails when it is opened, not after the first prompt.
+ * `otherwise` tells what the command can do without one.
+ */
+export function requireChatTemplate(model: TextModel, spec: string, chatTemplate: string | undefined, otherwise = ""): void {
+  // A model that cannot render without generating is left to fail at its first answer.
+  if (!isTokenizerModel(model)) return;
+  try {
+    model.applyChatTemplate([{ role: "user", content: "hello" }], { chatTemplate, addGenerationPrompt: true });
+  } catch (error) {
+    if (!isInferenceError(error, "NO_CHAT_TEMPLATE")) throw error;
+    throw new InferenceError("NO_CHAT_TEMPLATE", `${spec} has no chat template of its own${otherwise}`, { cause: error, details: { model: spec } });
+  }
 }
 
 /** A model argument (path, alias or hf: reference) made local, pulling it with a progress bar when needed. */
@@ -96,6 +157,7 @@ export async function openModel(spec: string, io: CliIO, options: LoadOptions, v
     throw error;
   }
   const loadMs = performance.now() - started;
+  for (const warning of model.info().warnings ?? []) io.stderr.write(`infer: warning: ${warning}\n`);
   if (verbose) io.stderr.write(`infer: loaded ${path} with backend ${model.backend} in ${loadMs.toFixed(0)} ms\n`);
   return { model, path, loadMs };
 }

@@ -281,14 +281,17 @@ export abstract class BaseTextModel implements TextModel {
     const run = async function* (this: BaseTextModel): AsyncGenerator<Token> {
       this.lastError = undefined;
       const release = await this.acquire();
-      const signal = this.callSignal(options?.signal);
+      const idle = new AbortController();
+      const signal = AbortSignal.any([this.callSignal(options?.signal), idle.signal]);
       try {
         this.assertOpen();
         const resolved = this.resolveOptions(options);
         const input = await prepare(resolved);
         if (signal.aborted) throw abortedError(signal.reason);
         const inner = this.stream(input, resolved, signal);
+        let abandon: ReturnType<typeof setTimeout> | undefined;
         const finish = async () => {
+          clearTimeout(abandon);
           await inner.return(undefined);
           release();
         };
@@ -302,9 +305,15 @@ export abstract class BaseTextModel implements TextModel {
             for (const [i, token] of ready.entries()) {
               if (i > 0 && signal.aborted) throw abortedError(signal.reason);
               this.parkedStream = finish;
+              abandon = idleTimer(resolved.idleTimeoutMs, () => {
+                idle.abort(`the consumer did not ask for the next token within idleTimeoutMs (${resolved.idleTimeoutMs} ms)`);
+                if (this.parkedStream === finish) this.parkedStream = undefined;
+                void finish();
+              });
               try {
                 yield token;
               } finally {
+                clearTimeout(abandon);
                 this.parkedStream = undefined;
               }
             }
@@ -377,6 +386,14 @@ export abstract class BaseTextModel implements TextModel {
     this.lastError = failure;
     return failure;
   }
+}
+
+/**
+ * Runs `onIdle` after `ms` (0: never). The timer keeps a Node process alive on
+ * purpose: calls queued behind an abandoned stream are waiting for it.
+ */
+function idleTimer(ms: number, onIdle: () => void): ReturnType<typeof setTimeout> | undefined {
+  return ms > 0 ? setTimeout(onIdle, ms) : undefined;
 }
 
 function isSignalLike(value: unknown): value is AbortSignal {

@@ -18,6 +18,7 @@ export const ERROR_CODES = [
   "CLOSED",
   "TRAINING_UNSUPPORTED",
   "UNSUPPORTED",
+  "IO",
   "INTERNAL",
 ] as const;
 

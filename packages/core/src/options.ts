@@ -36,6 +36,14 @@ export interface GenerateOptions {
   logprobs?: number;
   /** Cancels the call: streams throw `ABORTED`, text and batch calls finish with reason "abort". */
   signal?: AbortSignal;
+  /**
+   * `generate` / `chat`: a stream whose consumer has not asked for the next
+   * token this long (ms) after the last one is abandoned: the call is aborted
+   * and the model serves the next one (calls run one at a time, so an
+   * iterator dropped without `return()` would otherwise hold the model until
+   * `close()`). A later `next()` on it throws `ABORTED`. 0 = wait forever.
+   */
+  idleTimeoutMs?: number;
   /** `chat`: a Jinja chat template to use instead of (or when the model has no) template of its own. */
   chatTemplate?: string;
   /** Constrain output to JSON matching this JSON schema (backends with the `grammar` capability). */
@@ -101,6 +109,7 @@ export const DEFAULT_GENERATE_OPTIONS = Object.freeze({
   minP: 0.05,
   repeatPenalty: 1,
   repeatLastN: 64,
+  idleTimeoutMs: 60_000,
 });
 
 export const DEFAULT_LOAD_OPTIONS = Object.freeze({
@@ -116,6 +125,7 @@ export interface ResolvedGenerateOptions extends GenerateOptions {
   minP: number;
   repeatPenalty: number;
   repeatLastN: number;
+  idleTimeoutMs: number;
   stopTokens: number[];
   stopStrings: string[];
 }
@@ -170,6 +180,7 @@ const GENERATE_CHECKS: Record<keyof GenerateOptions, Check> = {
   logits: bool,
   logprobs: (v) => (isInt(v) && v >= 0 && v <= 20 ? undefined : "must be an integer in [0, 20]"),
   signal,
+  idleTimeoutMs: intAtLeast(0),
   chatTemplate: str,
   jsonSchema: object,
   grammar: str,

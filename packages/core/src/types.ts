@@ -75,6 +75,23 @@ export interface ModelInfo {
   format: ModelFormat;
   /** Total parameter count, when the backend knows it. */
   parameters?: number;
+  /** The context length the model was trained for, when its file says. */
+  trainedContextLength?: number;
+  /**
+   * What the caller should know about this load, which went ahead anyway: e.g.
+   * a context longer than the model was trained for (as llama.cpp does, the
+   * load warns and proceeds; text past the trained length may degrade).
+   */
+  warnings?: string[];
+}
+
+/** The warnings every backend gives for a context length against the model's trained one (see ModelInfo.warnings). */
+export function contextLengthWarnings(contextLength: number, trainedContextLength: number | undefined): string[] {
+  if (trainedContextLength === undefined || contextLength <= trainedContextLength) return [];
+  return [
+    `contextLength ${contextLength} is beyond the ${trainedContextLength} tokens the model was trained for; ` +
+      "positions past that may give degraded text",
+  ];
 }
 
 /** The result of the convenience calls `generateText` / `chatText`. */

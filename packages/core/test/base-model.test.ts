@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { isInferenceError, type Token } from "../src/index.js";
+import { DEFAULT_GENERATE_OPTIONS, isInferenceError, type Token } from "../src/index.js";
 import { assertCode } from "../src/testing/index.js";
 import { EOS, FakeModel, sample, VOCAB } from "./fake-backend.js";
 
@@ -236,6 +236,36 @@ describe("one call at a time", () => {
         referenceGreedy(model, p, 5),
       );
     }
+  });
+
+  it("a stream dropped without return() is abandoned after idleTimeoutMs; later calls run", async () => {
+    const model = new FakeModel();
+    const iterator = model.generate("abc", { temperature: 0, maxTokens: 50, idleTimeoutMs: 50 })[Symbol.asyncIterator]();
+    assert.equal((await iterator.next()).done, false);
+    // The consumer never asks again: without the timeout this call would wait for the model forever.
+    const started = performance.now();
+    const later = await model.generateText("abc", { temperature: 0, maxTokens: 2 });
+    assert.equal(later.tokens.length, 2);
+    assert.ok(performance.now() - started >= 40, "the later call waited for the timeout");
+    assert.equal(model.active, 0, "the abandoned backend stream was finished");
+    const error = await assertCode(iterator.next(), "ABORTED");
+    assert.match(error.message, /idleTimeoutMs \(50 ms\)/);
+    await model.close();
+  });
+
+  it("idleTimeoutMs: 0 waits for the consumer however long it takes; the default is a minute", async () => {
+    assert.equal(DEFAULT_GENERATE_OPTIONS.idleTimeoutMs, 60_000);
+    const model = new FakeModel();
+    const iterator = model.generate("abc", { temperature: 0, maxTokens: 50, idleTimeoutMs: 0 })[Symbol.asyncIterator]();
+    await iterator.next();
+    let laterDone = false;
+    const later = model.generateText("abc", { temperature: 0, maxTokens: 2 }).then((r) => ((laterDone = true), r));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(laterDone, false, "the later call waits behind the held stream");
+    assert.equal((await iterator.next()).done, false, "the slow consumer still gets its tokens");
+    await iterator.return?.();
+    assert.equal((await later).tokens.length, 2);
+    await assertCode(Promise.resolve(model.generateText("x", { idleTimeoutMs: -1 })), "INVALID_OPTION");
   });
 
   it("a stream consumer that breaks early releases the model", async () => {

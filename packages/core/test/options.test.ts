@@ -44,6 +44,7 @@ const GENERATE_CASES: Record<string, { good: unknown[]; bad: unknown[] }> = {
   logits: { good: [true], bad: ["true"] },
   logprobs: { good: [0, 5, 20], bad: [-1, 21, 1.5, "3"] },
   signal: { good: [signal], bad: [{}, "signal", { aborted: false }] },
+  idleTimeoutMs: { good: [0, 1, 60_000], bad: [-1, 1.5, "60s", Infinity] },
   chatTemplate: { good: ["{{ messages }}"], bad: ["", 3] },
   jsonSchema: { good: [{ type: "object" }], bad: [[], "schema", null] },
   grammar: { good: ['root ::= "a"'], bad: ["", 1] },

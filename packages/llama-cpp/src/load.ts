@@ -1,6 +1,6 @@
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
+import { contextLengthWarnings, InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
 import { describeQuantization, elementCount } from "@infer/formats";
 import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
 import { createDraftPredictor } from "./draft-predictor.js";
@@ -241,5 +241,8 @@ function modelInfo(model: LlamaModel, contextLength: number): ModelInfo {
     quantGroup: quant.group,
     format: "gguf",
     ...(tensors && { parameters: tensors.reduce((sum, t) => sum + elementCount(t), 0) }),
+    trainedContextLength: model.trainContextSize,
+    // llama.cpp itself only logs this (at a level the runtime keeps quiet); the contract reports it.
+    warnings: contextLengthWarnings(contextLength, model.trainContextSize),
   };
 }

@@ -17,6 +17,10 @@ const MAX_HELD_TOKENS = 4;
  * tokens as context), so spacing matches decoding the whole sequence. Tokens
  * that end inside a UTF-8 character are held and the token completing the
  * character carries the whole of it; the held ones get "".
+ *
+ * Control tokens (a BOS the model emits mid-stream, ...) add no text: they
+ * are detokenized without special-token text, as llama.cpp prints them only
+ * when asked. `decode(ids)` still spells them unless told to skip them.
  */
 export class TokenTextStream {
   private readonly history: number[] = [];
@@ -28,7 +32,7 @@ export class TokenTextStream {
   push(id: number): Token[] {
     this.held.push(id);
     const context = this.history.slice(-CONTEXT_TOKENS);
-    const text = this.model.detokenize(this.held, true, context);
+    const text = this.model.detokenize(this.held, false, context);
     if (text.endsWith(REPLACEMENT_CHARACTER) && this.held.length < MAX_HELD_TOKENS) return [];
     return this.release(text);
   }
@@ -36,7 +40,7 @@ export class TokenTextStream {
   /** Releases whatever is held (end of the sequence). */
   flush(): Token[] {
     if (this.held.length === 0) return [];
-    const text = this.model.detokenize(this.held, true, this.history.slice(-CONTEXT_TOKENS));
+    const text = this.model.detokenize(this.held, false, this.history.slice(-CONTEXT_TOKENS));
     return this.release(text);
   }
 

@@ -266,6 +266,8 @@ describe("llama_cpp on stories260K", { skip: skipWithoutStories }, () => {
         quantGroup: 0,
         format: "gguf",
         parameters: model.info().parameters,
+        trainedContextLength: 2048,
+        warnings: [],
       },
     );
     assert.ok(model.info().contextLength >= TEST_LOAD.contextLength);

@@ -39,3 +39,22 @@ test("flush releases bytes that never complete a character", () => {
   assert.equal(out.length, 1);
   assert.equal(out[0]!.text, "\uFFFD");
 });
+
+test("a control token (BOS mid-stream) adds no text", () => {
+  // A vocabulary where id 1 is BOS: llama.cpp spells it "<s>" only when asked for special-token text.
+  const withBos: Detokenizer = {
+    detokenize(tokens, special) {
+      return tokens.map((id) => (id === 1 ? (special ? "<s>" : "") : String.fromCharCode(id))).join("");
+    },
+  };
+  const stream = new TokenTextStream(withBos);
+  const out = [0x61, 1, 0x62].flatMap((id) => stream.push(id)).concat(stream.flush());
+  assert.deepEqual(
+    out.map((t) => [t.id, t.text]),
+    [
+      [0x61, "a"],
+      [1, ""],
+      [0x62, "b"],
+    ],
+  );
+});

@@ -44,6 +44,7 @@ const STATUS_BY_CODE: Record<ErrorCode, { status: number; type: string }> = {
   MODEL_FORMAT: { status: 500, type: "server_error" },
   UNSUPPORTED_ARCHITECTURE: { status: 500, type: "server_error" },
   UNSUPPORTED_DTYPE: { status: 500, type: "server_error" },
+  IO: { status: 500, type: "server_error" },
   INTERNAL: { status: 500, type: "server_error" },
 };
 

@@ -39,9 +39,21 @@ function asObject(body: unknown): Body {
 function optionalNumber(body: Body, key: string, min: number, max: number, integer = false): number | undefined {
   const v = body[key];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
+  // JSON.parse reads a number too large for a double (1e309) as Infinity, which JSON.stringify would show as null.
+  if (typeof v === "number" && !Number.isFinite(v)) {
+    throw badRequest(`'${key}' must be a finite number (got ${v}: the JSON number is too large for a double)`, key);
+  }
+  if (typeof v !== "number" || v < min || v > max || (integer && !Number.isInteger(v))) {
     throw badRequest(`'${key}' must be ${integer ? "an integer" : "a number"} in [${min}, ${max}] (got ${JSON.stringify(v)})`, key);
   }
+  return v;
+}
+
+/** A flag a client may leave out (false); `"yes"` or 1 are refused rather than read as false. */
+function optionalBoolean(body: Body, key: string, param = key): boolean {
+  const v = body[key];
+  if (v === undefined || v === null) return false;
+  if (typeof v !== "boolean") throw badRequest(`'${param}' must be a boolean (got ${JSON.stringify(v)})`, param);
   return v;
 }
 
@@ -89,9 +101,9 @@ function commonRequest(body: Body): CompletionRequest {
     options.topK = 1;
   }
   if (options.repeatPenalty === 0) throw badRequest("'repeat_penalty' must be > 0", "repeat_penalty");
-  const stream = body.stream === true;
+  const stream = optionalBoolean(body, "stream");
   const streamOptions = body.stream_options as Body | undefined | null;
-  const includeUsage = stream && typeof streamOptions === "object" && streamOptions !== null && streamOptions.include_usage === true;
+  const includeUsage = stream && typeof streamOptions === "object" && streamOptions !== null && optionalBoolean(streamOptions, "include_usage", "stream_options.include_usage");
   const request: CompletionRequest = { model: modelName(body), stream, includeUsage, options, wantsGrammar: false };
   applyResponseFormat(body, request);
   return request;
@@ -190,7 +202,7 @@ export function parseTextRequest(raw: unknown): TextRequest {
   if (typeof prompt !== "string") throw badRequest("'prompt' must be a string", "prompt");
   const request = commonRequest(body);
   request.options.logprobs = legacyLogprobs(body);
-  const echo = body.echo === true;
+  const echo = optionalBoolean(body, "echo");
   if (echo && request.options.logprobs !== undefined) {
     // OpenAI would score the prompt's tokens too; the contract only scores generated ones.
     throw new HttpError(

@@ -1,8 +1,9 @@
 import { randomUUID, timingSafeEqual } from "node:crypto";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { capabilitiesOf, isEmbeddingModel, type TextModel } from "@infer/core";
 import { Batcher } from "./batcher.js";
+import { answerClientErrors, type ConnectionTimeouts, httpServerOptions } from "./connection.js";
 import { HttpError, toHttpError } from "./errors.js";
 import { readJsonBody, sendError, sendJson } from "./http-io.js";
 import { ServerMetrics } from "./metrics.js";
@@ -10,7 +11,7 @@ import { SlotQueue } from "./queue.js";
 import { parseChatRequest, parseEmbeddingRequest, parseTextRequest } from "./requests.js";
 import { type Served, runCompletion } from "./completions.js";
 
-export interface ServerOptions {
+export interface ServerOptions extends ConnectionTimeouts {
   /** The models served, by the name clients put in `model`. */
   models: Record<string, TextModel>;
   /** When set, every /v1 and /metrics request needs `Authorization: Bearer <apiKey>`. */
@@ -110,7 +111,15 @@ export function createServer(options: ServerOptions): InferServer {
 
   async function route(req: IncomingMessage, res: ServerResponse, path: string, signal: AbortSignal): Promise<void> {
     const method = req.method ?? "GET";
-    if (path === "/health" && method === "GET") {
+    const allowed = methodsOf(path);
+    if (allowed === undefined) throw new HttpError(404, `no route ${method} ${path}`, "invalid_request_error", "not_found");
+    // HEAD is GET without the body; node:http drops the body itself.
+    if (!allowed.includes(method === "HEAD" ? "GET" : method)) {
+      throw new HttpError(405, `${path} takes ${allowed.join(" or ")}, not ${method}`, "invalid_request_error", "method_not_allowed", null, {
+        allow: allowed.join(", "),
+      });
+    }
+    if (path === "/health") {
       sendJson(res, 200, { status: "ok", models: names });
       return;
     }
@@ -119,10 +128,7 @@ export function createServer(options: ServerOptions): InferServer {
         "www-authenticate": "Bearer",
       });
     }
-    const post = async (handler: (body: unknown) => Promise<void>) => {
-      if (method !== "POST") throw new HttpError(405, `${path} takes POST`, "invalid_request_error", "method_not_allowed");
-      await handler(await readJsonBody(req, maxBody));
-    };
+    const post = async (handler: (body: unknown) => Promise<void>) => handler(await readJsonBody(req, maxBody));
     switch (path) {
       case "/metrics":
         res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
@@ -147,12 +153,7 @@ export function createServer(options: ServerOptions): InferServer {
           await runEmbeddings(pick(request.model), request, res, signal);
         });
     }
-    if (path.startsWith("/v1/models/") && method === "GET") {
-      const id = decodeURIComponent(path.slice("/v1/models/".length));
-      sendJson(res, 200, modelCard(pick(id).name, created));
-      return;
-    }
-    throw new HttpError(404, `no route ${method} ${path}`, "invalid_request_error", "not_found");
+    sendJson(res, 200, modelCard(pick(modelIdOf(path)).name, created));
   }
 
   async function runEmbeddings(
@@ -192,6 +193,7 @@ export function createServer(options: ServerOptions): InferServer {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
+    responses.set(req.socket, res);
     const path = new URL(req.url ?? "/", "http://localhost").pathname.replace(/\/+$/, "") || "/";
     const controller = new AbortController();
     inFlight.add(controller);
@@ -201,7 +203,7 @@ export function createServer(options: ServerOptions): InferServer {
       // A client that goes away before the answer is complete aborts its generation.
       if (!res.writableFinished) controller.abort(new Error("the client disconnected"));
       inFlight.delete(controller);
-      const endpoint = KNOWN_ENDPOINTS.has(path) ? path : "other";
+      const endpoint = Object.hasOwn(ROUTE_METHODS, path) ? path : "other";
       const status = res.writableFinished ? String(res.statusCode) : "aborted";
       metrics.requests.add({ endpoint, status });
       metrics.latency.observe({ endpoint }, (performance.now() - started) / 1000);
@@ -209,7 +211,7 @@ export function createServer(options: ServerOptions): InferServer {
     });
     if (req.method === "OPTIONS") {
       res.writeHead(204, {
-        "access-control-allow-methods": "GET, POST, OPTIONS",
+        "access-control-allow-methods": [...(methodsOf(path) ?? ["GET", "POST"]), "OPTIONS"].join(", "),
         "access-control-allow-headers": "authorization, content-type",
       });
       res.end();
@@ -223,7 +225,13 @@ export function createServer(options: ServerOptions): InferServer {
     }
   }
 
-  const http = createHttpServer((req, res) => void handle(req, res));
+  const http = createHttpServer(httpServerOptions(options), (req, res) => void handle(req, res));
+  // The response each connection is on, so that a parse error after it began only closes the connection.
+  const responses = new WeakMap<Socket, ServerResponse>();
+  answerClientErrors(http, (socket) => {
+    const res = responses.get(socket);
+    return res !== undefined && res.headersSent && !res.writableFinished;
+  });
 
   return {
     http,
@@ -248,14 +256,30 @@ export function createServer(options: ServerOptions): InferServer {
   };
 }
 
-const KNOWN_ENDPOINTS = new Set([
-  "/health",
-  "/metrics",
-  "/v1/models",
-  "/v1/chat/completions",
-  "/v1/completions",
-  "/v1/embeddings",
-]);
+/** The methods a path answers to; undefined for no such route. */
+function methodsOf(path: string): string[] | undefined {
+  if (path.startsWith("/v1/models/")) return ["GET"];
+  return ROUTE_METHODS[path];
+}
+
+const ROUTE_METHODS: Record<string, string[]> = {
+  "/health": ["GET"],
+  "/metrics": ["GET"],
+  "/v1/models": ["GET"],
+  "/v1/chat/completions": ["POST"],
+  "/v1/completions": ["POST"],
+  "/v1/embeddings": ["POST"],
+};
+
+/** The model id in /v1/models/<id>, percent-decoded; a broken escape is the client's error. */
+function modelIdOf(path: string): string {
+  const raw = path.slice("/v1/models/".length);
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new HttpError(400, `the model id in the path is not valid percent-encoding: '${raw}'`, "invalid_request_error", "invalid_path", "model");
+  }
+}
 
 function modelCard(id: string, created: number) {
   return { id, object: "model", created, owned_by: "infer" };

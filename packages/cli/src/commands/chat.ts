@@ -2,7 +2,7 @@ import { createInterface } from "node:readline";
 import type { Message } from "@infer/core";
 import { type Command, stringFlag, usageError } from "../command.js";
 import { write } from "../io.js";
-import { generateOptionsOf, LOAD_FLAGS, loadOptionsOf, openModel, SAMPLING_FLAGS } from "../models.js";
+import { generateOptionsOf, LOAD_FLAGS, loadOptionsOf, openModel, requireChatTemplate, SAMPLING_FLAGS } from "../models.js";
 
 export const chatCommand: Command = {
   name: "chat",
@@ -22,6 +22,12 @@ export const chatCommand: Command = {
     const system = stringFlag(ctx.values, "system");
     const fresh = (): Message[] => (system !== undefined ? [{ role: "system", content: system }] : []);
     const { model } = await openModel(spec, io, loadOptionsOf(ctx, "chat"), ctx.values.verbose === true);
+    try {
+      requireChatTemplate(model, spec, options.chatTemplate);
+    } catch (error) {
+      await model.close();
+      throw error;
+    }
     const terminal = io.stdin.isTTY === true && io.stdout.isTTY === true;
     const rl = createInterface({ input: io.stdin, output: terminal ? io.stdout : undefined, terminal, prompt: "> " });
     let history = fresh();

@@ -1,7 +1,20 @@
+import { constants } from "node:fs";
+import { access } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import { InferenceError, isInferenceError } from "@infer/core";
 import { CONVERTIBLE_MODEL_TYPES, convertHfToGguf, OUTPUT_TYPES, type OutputType } from "../convert/index.js";
 import { type Command, stringFlag, usageError } from "../command.js";
 import { formatBytes } from "../format.js";
 import { write } from "../io.js";
+
+/** node's file-system failures (ENOENT, EACCES, ENOSPC, ...) become IO naming the path; anything else passes. */
+function fileSystemError(error: unknown, fallbackPath: string, context: string): unknown {
+  const errno = error as NodeJS.ErrnoException;
+  if (isInferenceError(error) || typeof errno?.code !== "string" || typeof errno.syscall !== "string") return error;
+  const path = errno.path ?? fallbackPath;
+  const reason = errno.path === undefined || errno.path === fallbackPath ? `${context}: ${errno.code}` : `${context}: ${errno.code} on ${errno.path}`;
+  return new InferenceError("IO", reason, { cause: error, details: { path, errno: errno.code } });
+}
 
 export const convertCommand: Command = {
   name: "convert",
@@ -20,7 +33,14 @@ export const convertCommand: Command = {
     if (extra.length) throw usageError(`unexpected arguments: ${extra.join(" ")}`, "convert");
     const type = (stringFlag(ctx.values, "type") ?? "f16").toLowerCase();
     if (!(type in OUTPUT_TYPES)) throw usageError(`--type must be one of ${Object.keys(OUTPUT_TYPES).join(", ")} (got ${type})`, "convert");
-    const result = await convertHfToGguf(folder, out, type as OutputType);
+    // Converting holds the whole model in memory and takes a while: refuse an unwritable destination first.
+    const destination = dirname(resolve(out));
+    await access(destination, constants.W_OK).catch((error: unknown) => {
+      throw fileSystemError(error, destination, `cannot write ${out}: its folder ${destination} is missing or not writable`);
+    });
+    const result = await convertHfToGguf(folder, out, type as OutputType).catch((error: unknown) => {
+      throw fileSystemError(error, out, `cannot write ${out}`);
+    });
     ctx.io.stderr.write(`infer: wrote ${result.tensors} tensors (${result.architecture}, ${type}), ${formatBytes(result.bytes)}\n`);
     await write(ctx.io.stdout, `${result.path}\n`);
     return 0;

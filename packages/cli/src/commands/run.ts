@@ -1,7 +1,7 @@
 import type { Message, TextModel } from "@infer/core";
 import { type Command, stringFlag, usageError } from "../command.js";
 import { readAll, withInterrupt, write } from "../io.js";
-import { generateOptionsOf, LOAD_FLAGS, loadOptionsOf, openModel, SAMPLING_FLAGS } from "../models.js";
+import { generateOptionsOf, LOAD_FLAGS, loadOptionsOf, openModel, requireChatTemplate, SAMPLING_FLAGS } from "../models.js";
 
 export const runCommand: Command = {
   name: "run",
@@ -30,6 +30,7 @@ export const runCommand: Command = {
     const { io } = ctx;
     const { model } = await openModel(spec, io, loadOptionsOf(ctx, "run"), ctx.values.verbose === true);
     try {
+      if (asChat) requireChatTemplate(model, spec, options.chatTemplate, "; without --chat and --system, `infer run` continues the prompt as plain text");
       const prompt = promptArg ?? (await readAll(io.stdin));
       const messages: Message[] = [...(system !== undefined ? [{ role: "system" as const, content: system }] : []), { role: "user", content: prompt }];
       if (ctx.values.json === true) {

@@ -2,7 +2,7 @@ import { basename } from "node:path";
 import type { TextModel } from "@infer/core";
 import { createServer } from "@infer/server";
 import { type Command, numberFlag, stringFlag, usageError } from "../command.js";
-import { LOAD_FLAGS, loadOptionsOf, openModel } from "../models.js";
+import { chatTemplateOf, LOAD_FLAGS, loadOptionsOf, openModel, SAMPLING_FLAGS } from "../models.js";
 
 /** The name clients use: `name=spec` names it explicitly, else the alias, repo or file stem. */
 export function servedName(arg: string): { name: string; spec: string } {
@@ -29,25 +29,33 @@ export const serveCommand: Command = {
     "max-queue": { type: "string", value: "n", description: "requests that may wait per model before 429 (default 64)" },
     parallel: { type: "string", value: "n", description: "generations per model at once (default 1)" },
     "max-batch": { type: "string", value: "n", description: "non-streaming completions decoded together (default 8; 1 = off)" },
+    "chat-template": SAMPLING_FLAGS["chat-template"]!,
   },
   async run(ctx) {
     if (ctx.positionals.length === 0) throw usageError("missing <model>", "serve");
     const { io } = ctx;
-    const port = numberFlag(ctx.values, "port", "serve", true) ?? 8080;
+    // Every flag is checked before the first model loads: a typo should not cost a load.
+    const port = numberFlag(ctx.values, "port", "serve", true, 0, 65535) ?? 8080;
     const host = stringFlag(ctx.values, "host") ?? "127.0.0.1";
+    const maxQueue = numberFlag(ctx.values, "max-queue", "serve", true, 0);
+    const parallel = numberFlag(ctx.values, "parallel", "serve", true, 1);
+    const maxBatch = numberFlag(ctx.values, "max-batch", "serve", true, 1);
+    const loadOptions = loadOptionsOf(ctx, "serve");
+    const chatTemplate = await chatTemplateOf(ctx);
     const models: Record<string, TextModel> = {};
     try {
       for (const arg of ctx.positionals) {
         const { name, spec } = servedName(arg);
         if (models[name]) throw usageError(`two models would be served as '${name}'; name them with NAME=<model>`, "serve");
-        models[name] = (await openModel(spec, io, loadOptionsOf(ctx, "serve"), ctx.values.verbose === true)).model;
+        models[name] = (await openModel(spec, io, loadOptions, ctx.values.verbose === true)).model;
       }
       const server = createServer({
         models,
         apiKey: stringFlag(ctx.values, "api-key") ?? (io.env.INFER_API_KEY || undefined),
-        maxQueue: numberFlag(ctx.values, "max-queue", "serve", true),
-        parallel: numberFlag(ctx.values, "parallel", "serve", true),
-        maxBatch: numberFlag(ctx.values, "max-batch", "serve", true),
+        maxQueue,
+        parallel,
+        maxBatch,
+        chatTemplates: chatTemplate === undefined ? undefined : Object.fromEntries(Object.keys(models).map((name) => [name, chatTemplate])),
         log: ctx.values.verbose === true ? (line) => io.stderr.write(`${line}\n`) : undefined,
       });
       const address = await server.listen(port, host).catch((error: NodeJS.ErrnoException) => {

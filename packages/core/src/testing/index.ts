@@ -342,6 +342,46 @@ async function collectStream(stream: AsyncIterable<Token>): Promise<Token[]> {
   return tokens;
 }
 
+/**
+ * The contract for a context longer than the model was trained for: the load
+ * goes ahead (as llama.cpp's does) with a warning in `info().warnings`, and
+ * the model generates; within the trained length there is no warning.
+ * `load` loads the model under test with the given `contextLength`.
+ */
+export async function assertContextBeyondTrainingWarns(load: (contextLength: number) => Promise<TextModel>): Promise<void> {
+  let trained: number;
+  {
+    await using within = await load(64);
+    assert.deepEqual(within.info().warnings, []);
+    assert.ok(within.info().trainedContextLength !== undefined, "info().trainedContextLength is reported");
+    trained = within.info().trainedContextLength!;
+  }
+  await using beyond = await load(trained * 2);
+  const info = beyond.info();
+  assert.ok(info.contextLength >= trained * 2, `the context asked for was given (${info.contextLength})`);
+  assert.equal(info.warnings?.length, 1);
+  assert.match(info.warnings![0]!, new RegExp(`contextLength ${info.contextLength} is beyond the ${trained} tokens the model was trained for`));
+  const { generatedTokens } = (await beyond.generateText("Once upon a time", { maxTokens: 3, temperature: 0 })).metrics;
+  assert.ok(generatedTokens > 0);
+}
+
+/**
+ * Control tokens add no text to a stream: greedy generation from `prompt` runs
+ * until the model has emitted one (a model trained on BOS-separated texts
+ * emits BOS where a text ends) and every control token streamed must carry "".
+ * A control token is one whose `decode` text disappears with `skipSpecialTokens`.
+ */
+export async function assertControlTokensSilent(model: TextModel, prompt: string, maxTokens: number): Promise<void> {
+  assert.ok(isTokenizerModel(model), "the model exposes decode()");
+  const isControl = (id: number) => model.decode([id]) !== "" && model.decode([id], { skipSpecialTokens: true }) === "";
+  const { tokens, text } = await model.generateText(prompt, { maxTokens, temperature: 0 });
+  const control = tokens.filter((t) => isControl(t.id));
+  assert.ok(control.length > 0, `no control token within ${maxTokens} greedy tokens: the check would prove nothing`);
+  for (const token of control) assert.equal(token.text, "", `control token ${token.id} (${JSON.stringify(model.decode([token.id]))}) streamed text`);
+  assert.equal(text, joinText(tokens));
+  assert.ok(!text.includes(model.decode([control[0]!.id])), JSON.stringify(text));
+}
+
 /** Asserts that `work` rejects with an `InferenceError` of `code` and returns it. */
 export async function assertCode(work: Promise<unknown>, code: ErrorCode): Promise<Error> {
   let caught: unknown;

@@ -1,5 +1,5 @@
 import { totalmem } from "node:os";
-import { type Backend, InferenceError, type LoadOptions, ProbeBus, type TextModel, validateLoadOptions } from "@infer/core";
+import { type Backend, contextLengthWarnings, InferenceError, type LoadOptions, ProbeBus, type TextModel, validateLoadOptions } from "@infer/core";
 import { detectFormat } from "@infer/core/node";
 import { GgmlType } from "@infer/formats";
 import { KV_ELEMENT_BYTES } from "../engine/cache.js";
@@ -155,6 +155,8 @@ async function assemble(path: string, loaded: LoadedTransformer, loadOptions: Lo
       quantGroup: loaded.quantGroup,
       format: loaded.format,
       parameters: loaded.transformer.parameterCount,
+      trainedContextLength: config.contextLength,
+      warnings: contextLengthWarnings(contextLength, config.contextLength),
     },
     // Kernels the model made are its own to stop; a caller's are only handed their memory back.
     dispose: async () => {

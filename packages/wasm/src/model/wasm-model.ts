@@ -330,7 +330,8 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       endIds,
       maxTokens: options.maxTokens,
       stopStrings: options.stopStrings,
-      detokenizer: this.parts.tokenizer.streamDecoder(),
+      // Control tokens (a BOS the model emits mid-stream, ...) add no text, as in llama.cpp.
+      detokenizer: this.parts.tokenizer.streamDecoder({ skipSpecialTokens: true }),
       captureLogits: this.parts.probe.active && this.parts.probe.wants("logits"),
       logprobs: options.logprobs,
       tokenText: (id) => utf8Decode(this.parts.tokenizer.tokenBytes(id)),

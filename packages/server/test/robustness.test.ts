@@ -1,0 +1,136 @@
+import assert from "node:assert/strict";
+import { connect } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { createServer, type InferServer } from "../src/index.js";
+import { FakeModel } from "./fake-model.js";
+
+interface ErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+/** Sends `bytes` over a plain TCP connection and resolves with all the server wrote before it closed. */
+function rawExchange(port: number, bytes: string, giveUpMs = 5_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    let received = "";
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server kept the connection open past ${giveUpMs} ms; it wrote ${JSON.stringify(received)}`));
+    }, giveUpMs);
+    socket.setEncoding("utf8");
+    socket.on("data", (chunk: string) => (received += chunk));
+    socket.on("error", () => {});
+    socket.on("close", () => {
+      clearTimeout(timer);
+      resolve(received);
+    });
+    socket.write(bytes);
+  });
+}
+
+/** The status and parsed JSON body of a raw HTTP/1.1 response. */
+function parseRaw(raw: string): { status: number; headers: string; body: ErrorBody } {
+  const split = raw.indexOf("\r\n\r\n");
+  assert.ok(split > 0, `no HTTP response in ${JSON.stringify(raw)}`);
+  const head = raw.slice(0, split);
+  assert.match(head, /content-type: application\/json/i);
+  return { status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]), headers: head, body: JSON.parse(raw.slice(split + 4)) as ErrorBody };
+}
+
+function assertOpenAIError(body: ErrorBody): void {
+  assert.equal(typeof body.error.message, "string");
+  assert.equal(typeof body.error.type, "string");
+  assert.ok("param" in body.error && "code" in body.error, JSON.stringify(body));
+}
+
+describe("the server refuses bad input in OpenAI's error shape", () => {
+  let server: InferServer;
+  let url: string;
+  let port: number;
+  before(async () => {
+    server = createServer({ models: { story: new FakeModel() }, requestTimeoutMs: 300 });
+    ({ url, port } = await server.listen(0, "127.0.0.1"));
+  });
+  after(() => server.close());
+
+  const post = async (path: string, body: string) => {
+    const res = await fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body });
+    return { status: res.status, body: (await res.json()) as ErrorBody };
+  };
+
+  test("a broken percent-escape in a model id: 400, not 500", async () => {
+    const res = await fetch(`${url}/v1/models/%E0%A4%A`);
+    assert.equal(res.status, 400);
+    const body = (await res.json()) as ErrorBody;
+    assertOpenAIError(body);
+    assert.equal(body.error.param, "model");
+    assert.equal((await fetch(`${url}/v1/models/story`)).status, 200);
+  });
+
+  test("a wrong method: 405 with Allow; an unknown path: 404", async () => {
+    const cases: [string, string, string][] = [
+      ["DELETE", "/v1/models", "GET"],
+      ["POST", "/v1/models/story", "GET"],
+      ["POST", "/health", "GET"],
+      ["PUT", "/metrics", "GET"],
+      ["GET", "/v1/chat/completions", "POST"],
+      ["DELETE", "/v1/completions", "POST"],
+      ["GET", "/v1/embeddings", "POST"],
+    ];
+    for (const [method, path, allow] of cases) {
+      const res = await fetch(`${url}${path}`, { method });
+      assert.equal(res.status, 405, `${method} ${path}`);
+      assert.equal(res.headers.get("allow"), allow, `${method} ${path}`);
+      const body = (await res.json()) as ErrorBody;
+      assertOpenAIError(body);
+      assert.equal(body.error.code, "method_not_allowed");
+    }
+    assert.equal((await fetch(`${url}/v1/nothing`, { method: "DELETE" })).status, 404);
+    assert.equal((await fetch(`${url}/v1/models`, { method: "HEAD" })).status, 200);
+  });
+
+  test("'stream' and 'echo' that are not booleans: 400 naming the field", async () => {
+    const chat = await post("/v1/chat/completions", JSON.stringify({ messages: [{ role: "user", content: "x" }], stream: "yes" }));
+    assert.equal(chat.status, 400);
+    assert.equal(chat.body.error.param, "stream");
+    assert.match(chat.body.error.message, /boolean/);
+    const text = await post("/v1/completions", JSON.stringify({ prompt: "x", echo: 1 }));
+    assert.equal(text.status, 400);
+    assert.equal(text.body.error.param, "echo");
+    const usage = await post("/v1/completions", JSON.stringify({ prompt: "x", stream: true, stream_options: { include_usage: "yes" } }));
+    assert.equal(usage.status, 400);
+    assert.equal(usage.body.error.param, "stream_options.include_usage");
+  });
+
+  test("a number too large for a double: 400 saying it is not finite", async () => {
+    const res = await post("/v1/chat/completions", '{"messages":[{"role":"user","content":"x"}],"temperature":1e309}');
+    assert.equal(res.status, 400);
+    assert.equal(res.body.error.param, "temperature");
+    assert.match(res.body.error.message, /finite/);
+    assert.doesNotMatch(res.body.error.message, /null/);
+  });
+
+  test("node's HTTP parser errors: 400 or 431 with an OpenAI error body", async () => {
+    const badChunk = await rawExchange(port, "POST /v1/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n");
+    const badLength = await rawExchange(port, "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: ten\r\n\r\n{}");
+    const hugeHeaders = await rawExchange(port, `GET /v1/models HTTP/1.1\r\nhost: x\r\nx-big: ${"a".repeat(64 * 1024)}\r\n\r\n`);
+    for (const [raw, status] of [
+      [badChunk, 400],
+      [badLength, 400],
+      [hugeHeaders, 431],
+    ] as const) {
+      const answer = parseRaw(raw);
+      assert.equal(answer.status, status, raw);
+      assertOpenAIError(answer.body);
+    }
+  });
+
+  test("a body that stalls halfway gets 408 after the request timeout", async () => {
+    const started = performance.now();
+    const raw = await rawExchange(port, 'POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"prompt":');
+    const answer = parseRaw(raw);
+    assert.equal(answer.status, 408);
+    assert.equal(answer.body.error.code, "request_timeout");
+    assert.ok(performance.now() - started < 4_000, "the timeout given to the server held");
+  });
+});

@@ -2,8 +2,6 @@ import {
   BaseTextModel,
   type BatchResult,
   type CapabilityDeclaration,
-  type CapabilityId,
-  type CapabilityStatus,
   type ClassifyOptions,
   type ClassifyResult,
   type DecodeOptions,
@@ -26,6 +24,7 @@ import {
 } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaEmbeddingContext, LlamaModel } from "node-llama-cpp";
 import { runBatch } from "./batch.js";
+import { LLAMA_CPP_CAPABILITIES } from "./capabilities.js";
 import { renderChatTemplate } from "./chat-template.js";
 import { classifyPrompts } from "./classify.js";
 import type { DecodeTimings } from "./decode.js";
@@ -51,13 +50,7 @@ export interface LlamaCppParts {
 export class LlamaCppModel extends BaseTextModel implements TokenizerModel, EmbeddingModel, CapabilityDeclaration {
   readonly backend = "llama_cpp";
   readonly modelType: string;
-  readonly capabilities: Partial<Record<CapabilityId, CapabilityStatus>> = {
-    grammar: "supported",
-    speculative: "supported",
-    "lora.inference": "supported",
-    // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
-    "probe.logits": "supported",
-  };
+  readonly capabilities = LLAMA_CPP_CAPABILITIES;
   private readonly parts: LlamaCppParts;
   private embeddingContext: Promise<LlamaEmbeddingContext> | undefined;
   private probeStep = 0;

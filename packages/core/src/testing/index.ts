@@ -6,9 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { capabilityMismatches } from "../capabilities.js";
 import { isInferenceError, type ErrorCode } from "../errors.js";
 import { isTokenizerModel, type TextModel } from "../model.js";
 import type { GenerateOptions } from "../options.js";
+import type { Backend } from "../registry.js";
 import type { BatchResult, GenerationResult, Message, Token } from "../types.js";
 
 export { cosineSimilarity, maxAbsDifference, spread, topTwo } from "./logits.js";
@@ -30,6 +32,8 @@ export interface ConformanceOptions {
   maxTokens?: number;
   /** Per-test time limit in ms (default 60000). */
   timeoutMs?: number;
+  /** The backend that loads the model: the model's capability report must agree with its (see `capabilitiesOf`). */
+  backend?: Backend;
   /** A reason to skip the whole suite (e.g. the model files are absent). */
   skip?: string;
 }
@@ -270,6 +274,12 @@ export function runConformanceSuite(options: ConformanceOptions): void {
       if (!isTokenizerModel(m)) return t.skip("the model does not implement TokenizerModel");
       const expected = await greedyReference();
       assert.equal(joinText(expected.tokens), m.decode(ids(expected.tokens)));
+    });
+
+    it("the model's capabilities agree with its backend's", (t) => {
+      if (!options.backend) return t.skip("no backend given for this model");
+      assert.equal(model().backend, options.backend.name);
+      assert.deepEqual(capabilityMismatches(options.backend, model()), []);
     });
 
     it("chat streams the same tokens as chatText", { timeout }, async (t) => {

@@ -3,8 +3,6 @@ import {
   type AttentionSnapshot,
   BaseTextModel,
   type BatchResult,
-  type CapabilityId,
-  type CapabilityStatus,
   type ClassifyOptions,
   type ClassifyResult,
   DEFAULT_GENERATE_OPTIONS,
@@ -26,6 +24,7 @@ import {
 import type { KVCache, KVCacheType, Transformer } from "../engine/transformer.js";
 import type { Tokenizer } from "../tokenizer/types.js";
 import { utf8Decode } from "../tokenizer/stream-decoder.js";
+import { WASM_CAPABILITIES } from "./capabilities.js";
 import { DecodeScheduler, type Sequence, type SequenceRequest } from "./scheduler.js";
 
 export interface WasmModelParts {
@@ -46,14 +45,7 @@ export interface WasmModelParts {
 export class WasmModel extends BaseTextModel implements TokenizerModel, AttentionInspector {
   readonly backend = "wasm";
   readonly modelType: string;
-  readonly capabilities: Partial<Record<CapabilityId, CapabilityStatus>> = {
-    "probe.logits": "supported",
-    "probe.attention": "supported",
-    grammar: "unsupported",
-    speculative: "unsupported",
-    "lora.inference": "planned",
-    "lora.training": "planned",
-  };
+  readonly capabilities = WASM_CAPABILITIES;
   private readonly cache: KVCache;
   private disposed = false;
 

@@ -1,6 +1,6 @@
 import {
   BaseTextModel,
-  type BatchResult,
+  type BatchSink,
   type CapabilityDeclaration,
   type ClassifyOptions,
   type ClassifyResult,
@@ -227,17 +227,14 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     inputs: PromptInput[],
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
-    onToken?: (index: number, token: Token) => void,
-    onFinish?: (index: number, result: BatchResult) => void,
-  ): Promise<BatchResult[]> {
+    sink: BatchSink,
+  ): Promise<void> {
     const started = performance.now();
     // Chat text is tokenized the same way: special-token text is parsed, BOS is never doubled.
     const tokenized = inputs.map((input) => this.tokenize(input.text, true));
-    const outcome = await runBatch(this.parts, tokenized, options, signal, onToken, onFinish);
+    const outcome = await runBatch(this.parts, tokenized, options, signal, sink);
     const promptTokens = tokenized.reduce((sum, p) => sum + p.length, 0);
-    const generated = outcome.results.reduce((sum, r) => sum + r.tokens.length, 0);
-    this.recordMetrics(promptTokens, generated, started, outcome.firstTokenAt);
-    return outcome.results;
+    this.recordMetrics(promptTokens, outcome.generated, started, outcome.firstTokenAt);
   }
 
   protected override async dispose(): Promise<void> {

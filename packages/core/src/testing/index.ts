@@ -144,6 +144,38 @@ export function runConformanceSuite(options: ConformanceOptions): void {
       assert.equal(result.finishReason, "stop");
     });
 
+    it("a stop string spanning two tokens ends generate and batchGenerate at the token completing it", { timeout }, async (t) => {
+      const expected = await greedyReference();
+      const span = spanningStop(expected.tokens);
+      if (!span) return t.skip("no two neighbouring tokens of the greedy text both have text");
+      const single = await model().generateText(prompt, { ...greedy, stopStrings: [span.stop] });
+      assert.equal(single.text, span.before, `stop string ${JSON.stringify(span.stop)}`);
+      assert.equal(single.finishReason, "stop");
+      assert.equal(model().metrics().generatedTokens, span.decoded, "generate decoded past the token that completed the stop string");
+      const streamed = ["", ""];
+      const finished: string[] = [];
+      const batch = await model().batchGenerate([prompt, prompt], {
+        ...greedy,
+        promptStopStrings: [[span.stop]],
+        onToken: (index, token) => (streamed[index] += token.text),
+        onFinish: (index, result) => finished.push(`${index}:${result.finishReason}`),
+      });
+      assert.deepEqual(
+        batch.map((r) => [r.text, r.finishReason]),
+        [
+          [span.before, "stop"],
+          [expected.text, expected.finishReason],
+        ],
+      );
+      assert.deepEqual(streamed, [span.before, expected.text], "onToken passed on text of (or after) the stop string");
+      assert.deepEqual([...finished].sort(), ["0:stop", `1:${expected.finishReason}`]);
+      assert.equal(
+        model().metrics().generatedTokens,
+        span.decoded + expected.tokens.length,
+        "batchGenerate decoded past the token that completed the stop string",
+      );
+    });
+
     it("a stop token ends the sequence without being emitted", { timeout }, async () => {
       const expected = await greedyReference();
       const stopId = expected.tokens[Math.floor(expected.tokens.length / 2)]!.id;
@@ -372,6 +404,27 @@ function argmax(values: Float32Array): number {
   let best = 0;
   for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
   return best;
+}
+
+/**
+ * A two-character stop string made of the last character of token k and the
+ * first of token k + 1 (the first k >= `from` where that string is first met
+ * at this boundary in the tokens' text): the text before it, and how many
+ * tokens a backend must decode to complete it.
+ */
+export function spanningStop(tokens: Token[], from = 0): { stop: string; before: string; decoded: number } | undefined {
+  const text = joinText(tokens);
+  let end = 0; // where token k's text ends in `text`
+  for (let k = 0; k + 1 < tokens.length; k++) {
+    end += tokens[k]!.text.length;
+    const last = [...tokens[k]!.text].at(-1);
+    const first = [...tokens[k + 1]!.text][0];
+    if (k < from || last === undefined || first === undefined) continue;
+    const stop = last + first;
+    const at = end - last.length;
+    if (text.indexOf(stop) === at) return { stop, before: text.slice(0, at), decoded: k + 2 };
+  }
+  return undefined;
 }
 
 /**

@@ -2,7 +2,7 @@ import {
   type AttentionInspector,
   type AttentionSnapshot,
   BaseTextModel,
-  type BatchResult,
+  type BatchSink,
   type ClassifyOptions,
   type ClassifyResult,
   DEFAULT_GENERATE_OPTIONS,
@@ -211,17 +211,11 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     inputs: PromptInput[],
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
-    onToken?: (index: number, token: Token) => void,
-    onFinish?: (index: number, result: BatchResult) => void,
-  ): Promise<BatchResult[]> {
+    sink: BatchSink,
+  ): Promise<void> {
     const started = performance.now();
     // A given seed is every sequence's (so each equals its single call); otherwise each draws its own.
     const seedFor = () => options.seed ?? randomSeed();
-    const results: BatchResult[] = inputs.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
-    const settle = (index: number, result: BatchResult) => {
-      results[index] = result;
-      onFinish?.(index, result);
-    };
     const waiting = inputs.map((_, i) => i);
     const scheduler = this.scheduler();
     const running = new Map<Sequence, number>();
@@ -237,20 +231,24 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
           running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seedFor())), index);
           freeSlots.shift();
         } catch (error) {
-          settle(index, { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) });
+          sink.end(index, "error", error);
         }
       }
       if (running.size === 0) break;
       if (signal.aborted) {
-        for (const [seq, index] of running) settle(index, toResult(seq, "abort"));
-        for (const index of waiting) settle(index, { tokens: [], text: "", finishReason: "abort" });
+        for (const index of [...running.values(), ...waiting]) sink.end(index, "abort");
         break;
       }
       scheduler.step([...running.keys()], signal);
-      for (const [seq, index] of running) for (const token of seq.drain()) onToken?.(index, token);
       for (const [seq, index] of running) {
+        // A sequence the sink ends (a stop string, maxTokens) gives its slot up before the next step.
+        for (const token of seq.drain()) {
+          if (sink.token(index, token)) continue;
+          seq.close();
+          break;
+        }
         if (!seq.done) continue;
-        settle(index, toResult(seq, seq.finishReason!));
+        sink.end(index, seq.finishReason!);
         generated += seq.generatedIds.length;
         running.delete(seq);
         freeSlots.push(seq.slot);
@@ -269,7 +267,6 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       peakMemoryBytes: peak.final(),
       activeMemoryBytes: this.heldBytes(),
     });
-    return results;
   }
 
   protected async dispose(): Promise<void> {
@@ -321,7 +318,6 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       seed,
       endIds,
       maxTokens: options.maxTokens,
-      stopStrings: options.stopStrings,
       detokenizer: this.parts.tokenizer.streamDecoder(),
       captureLogits: this.parts.probe.active && this.parts.probe.wants("logits"),
       logprobs: options.logprobs,
@@ -346,10 +342,6 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
   private heldBytes(): number {
     return this.parts.transformer.weightBytes + this.cache.bytes;
   }
-}
-
-function toResult(seq: Sequence, finishReason: FinishReason): BatchResult {
-  return { tokens: seq.tokens, text: seq.tokens.map((t) => t.text).join(""), finishReason };
 }
 
 function defined<T extends object>(options: T): Partial<T> {

@@ -1,6 +1,5 @@
 import {
   BaseTextModel,
-  type BatchResult,
   type ClassifyResult,
   type FinishReason,
   InferenceError,
@@ -58,8 +57,6 @@ export class FakeModel extends BaseTextModel {
   protected async runClassify(): Promise<ClassifyResult[]> {
     return [];
   }
-  protected async runBatch(): Promise<BatchResult[]> {
-    return [];
-  }
+  protected async runBatch(): Promise<void> {}
   protected async dispose(): Promise<void> {}
 }

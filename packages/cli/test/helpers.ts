@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { PassThrough, Readable } from "node:stream";
 import {
   BaseTextModel,
-  type BatchResult,
+  type BatchSink,
   type ClassifyResult,
   type FinishReason,
   makeMetrics,
@@ -14,8 +14,7 @@ import {
   type PromptInput,
   register,
   type ResolvedGenerateOptions,
-  collectStopped,
-  SequenceStopper,
+  decodeInto,
   type Token,
 } from "@infer/core";
 import { type CliIO, main } from "../src/index.js";
@@ -64,20 +63,9 @@ export class FakeModel extends BaseTextModel {
   protected async runClassify(): Promise<ClassifyResult[]> {
     return [];
   }
-  /** One scripted answer per input, streamed through onToken (the server batches requests through here). */
-  protected async runBatch(
-    inputs: PromptInput[],
-    options: ResolvedGenerateOptions,
-    signal: AbortSignal,
-    onToken?: (index: number, token: Token) => void,
-  ): Promise<BatchResult[]> {
-    const results: BatchResult[] = [];
-    for (const [index, input] of inputs.entries()) {
-      const stream = this.stream(input, options, signal);
-      const { tokens, finishReason } = await collectStopped(stream, new SequenceStopper(options), [], (token) => onToken?.(index, token));
-      results.push({ tokens, text: tokens.map((t) => t.text).join(""), finishReason });
-    }
-    return results;
+  /** One scripted answer per input, one after another (the server batches requests through here). */
+  protected async runBatch(inputs: PromptInput[], options: ResolvedGenerateOptions, signal: AbortSignal, sink: BatchSink): Promise<void> {
+    for (const [index, input] of inputs.entries()) await decodeInto(sink, index, async () => this.stream(input, options, signal));
   }
   protected async dispose(): Promise<void> {}
 }

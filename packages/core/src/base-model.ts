@@ -10,6 +10,7 @@ import {
   resolveGenerateOptions,
   validateClassifyOptions,
 } from "./options.js";
+import { BatchCollector, type BatchSink } from "./batch-sink.js";
 import { SequenceStopper } from "./stops.js";
 import {
   type BatchResult,
@@ -38,6 +39,14 @@ const ROLES = new Set(["system", "user", "assistant", "tool"]);
  * time, abort and close, `maxTokens` and stop strings, error bookkeeping and the
  * text conveniences. A backend supplies the token stream, chat rendering,
  * classify, batch decoding and cleanup.
+ *
+ * Stop strings and `maxTokens` are applied here and nowhere else: one
+ * `SequenceStopper` per generated sequence, on `stream`'s tokens for
+ * `generate`/`chat` and behind the `BatchSink` for `batchGenerate`. Backends
+ * only decode, report how a sequence ended by itself (EOS, a stop token, the
+ * context), and stop decoding a sequence as soon as they are told it is over.
+ * They are given `maxTokens` too, so that one holding the bytes of an
+ * unfinished character can end there with them flushed ("length").
  */
 export abstract class BaseTextModel implements TextModel {
   abstract readonly modelType: string;
@@ -46,8 +55,9 @@ export abstract class BaseTextModel implements TextModel {
 
   /**
    * Yields generated tokens until EOS / a stop token (return "stop") or the end
-   * of the context (return "length"). It may be stopped early through
-   * `return()`; its `finally` must leave the model usable. It should check
+   * of the context (return "length"). It is stopped early through `return()`
+   * when a stop string or `maxTokens` ends it (so it must not decode ahead of
+   * what it yields); its `finally` must leave the model usable. It should check
    * `signal` during long steps such as prefill.
    */
   protected abstract stream(
@@ -63,18 +73,18 @@ export abstract class BaseTextModel implements TextModel {
     signal: AbortSignal,
   ): Promise<ClassifyResult[]>;
   /**
-   * Per-input results, in order; use `SequenceStopper` for `maxTokens` and stop
-   * strings of each sequence. Backends that decode step by step call `onToken`
-   * with each released token as it comes and `onFinish` when a sequence ends
-   * (the base delivers whatever they did not, after the batch).
+   * Decodes the inputs together, handing each sequence's tokens to `sink` (by
+   * index into `inputs`) as they come and ending each sequence there. Stop
+   * strings and `maxTokens` are the sink's: a sequence whose `sink.token`
+   * returns false is over and must not be decoded further. Resolves once every
+   * sequence is ended (any left open count as aborted, or as an error).
    */
   protected abstract runBatch(
     inputs: PromptInput[],
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
-    onToken?: (index: number, token: Token) => void,
-    onFinish?: (index: number, result: BatchResult) => void,
-  ): Promise<BatchResult[]>;
+    sink: BatchSink,
+  ): Promise<void>;
   /** Frees backend resources; called once. */
   protected abstract dispose(): Promise<void>;
 
@@ -117,7 +127,7 @@ export abstract class BaseTextModel implements TextModel {
   }
 
   async batchGenerate(prompts: BatchPrompt[], options?: BatchGenerateOptions): Promise<BatchResult[]> {
-    const { onToken, onFinish, ...generateOptions } = options ?? {};
+    const { onToken, onFinish, promptStopStrings, ...generateOptions } = options ?? {};
     try {
       return await this.exclusive(async (signal) => {
         checkBatchPrompts(prompts);
@@ -129,8 +139,9 @@ export abstract class BaseTextModel implements TextModel {
             throw invalid(`batchGenerate option '${name}' must be a function`);
           }
         }
+        checkPromptStopStrings(promptStopStrings, prompts.length);
         const resolved = this.resolveOptions(generateOptions);
-        return this.batch(prompts, resolved, signal, { onToken, onFinish });
+        return this.batch(prompts, resolved, signal, { onToken, onFinish, promptStopStrings });
       }, options?.signal);
     } catch (error) {
       // Like generateText, an aborted batch resolves (err() keeps the ABORTED error).
@@ -141,29 +152,17 @@ export abstract class BaseTextModel implements TextModel {
 
   /**
    * Renders chat prompts (a failure fails only that prompt), runs the backend's
-   * batch, and makes sure `onToken` sees every emitted token exactly once, in
-   * order, and `onFinish` each prompt once after its tokens: as the backend
-   * reports them, or after the batch for backends that do not.
+   * batch behind a `BatchCollector`, which applies each prompt's stop strings
+   * and `maxTokens`, so `onToken` sees every emitted token once, in order, and
+   * `onFinish` each prompt once, after its tokens, as soon as it is over.
    */
   private async batch(
     prompts: BatchPrompt[],
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
-    { onToken, onFinish }: Pick<BatchGenerateOptions, "onToken" | "onFinish">,
+    { onToken, onFinish, promptStopStrings }: Pick<BatchGenerateOptions, "onToken" | "onFinish" | "promptStopStrings">,
   ): Promise<BatchResult[]> {
     const results: BatchResult[] = new Array(prompts.length);
-    const inputs: PromptInput[] = [];
-    const indexOf: number[] = [];
-    for (const [index, prompt] of prompts.entries()) {
-      try {
-        inputs.push(typeof prompt === "string" ? { text: prompt, chat: false } : await this.chatInput(prompt, options));
-        indexOf.push(index);
-      } catch (error) {
-        results[index] = { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) };
-      }
-    }
-    const delivered = new Array<number>(prompts.length).fill(0);
-    const finished = new Array<boolean>(prompts.length).fill(false);
     let callbackError: unknown;
     const guarded = (call: () => void) => {
       try {
@@ -172,29 +171,32 @@ export abstract class BaseTextModel implements TextModel {
         callbackError ??= error;
       }
     };
-    const deliver = (index: number, token: Token) => {
-      delivered[index]!++;
-      guarded(() => onToken?.(index, token));
-    };
     const finish = (index: number, result: BatchResult) => {
-      if (finished[index]) return;
-      // Tokens the backend did not stream come first, so onFinish always follows a prompt's last onToken.
-      for (let k = delivered[index]!; k < result.tokens.length; k++) deliver(index, result.tokens[k]!);
-      finished[index] = true;
+      results[index] = result;
       guarded(() => onFinish?.(index, result));
     };
-    results.forEach((result, index) => finish(index, result)); // prompts that failed to render
-    if (inputs.length > 0) {
-      const ran = await this.runBatch(
-        inputs,
-        options,
-        signal,
-        (i, token) => deliver(indexOf[i]!, token),
-        (i, result) => finish(indexOf[i]!, result),
-      );
-      ran.forEach((result, i) => (results[indexOf[i]!] = result));
+    const inputs: PromptInput[] = [];
+    const indexOf: number[] = [];
+    for (const [index, prompt] of prompts.entries()) {
+      try {
+        inputs.push(typeof prompt === "string" ? { text: prompt, chat: false } : await this.chatInput(prompt, options));
+        indexOf.push(index);
+      } catch (error) {
+        finish(index, { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) });
+      }
     }
-    results.forEach((result, index) => finish(index, result));
+    if (inputs.length > 0) {
+      const stops = indexOf.map((index) => ({
+        maxTokens: options.maxTokens,
+        stopStrings: promptStopStrings?.[index] ?? options.stopStrings,
+      }));
+      const collector = new BatchCollector(stops, {
+        onToken: (i, token) => guarded(() => onToken?.(indexOf[i]!, token)),
+        onFinish: (i, result) => finish(indexOf[i]!, result),
+      });
+      await this.runBatch(inputs, options, signal, collector);
+      collector.endUnfinished(signal.aborted, this.backend);
+    }
     if (callbackError !== undefined) throw toInferenceError(callbackError, "INTERNAL", "batchGenerate onToken threw");
     return results;
   }
@@ -420,6 +422,19 @@ function checkBatchPrompts(prompts: unknown): asserts prompts is BatchPrompt[] {
     if (typeof prompt === "string") return;
     if (!Array.isArray(prompt)) throw invalid(`prompts[${i}] must be a string or an array of messages`);
   });
+}
+
+function checkPromptStopStrings(value: unknown, prompts: number): void {
+  if (value === undefined) return;
+  const entryOk = (entry: unknown) =>
+    entry === undefined || (Array.isArray(entry) && entry.every((s) => typeof s === "string" && s.length > 0));
+  if (!Array.isArray(value) || value.length > prompts || !value.every(entryOk)) {
+    throw new InferenceError(
+      "INVALID_OPTION",
+      `batchGenerate option 'promptStopStrings' must be an array of at most ${prompts} entries (one per prompt), each undefined or an array of non-empty strings`,
+      { details: { option: "promptStopStrings" } },
+    );
+  }
 }
 
 function checkPrompts(prompts: unknown): asserts prompts is string[] {

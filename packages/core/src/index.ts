@@ -5,6 +5,7 @@ export * from "./options.js";
 export * from "./model.js";
 export * from "./base-model.js";
 export * from "./stops.js";
+export * from "./batch-sink.js";
 export * from "./sampling.js";
 export * from "./registry.js";
 export * from "./capabilities.js";

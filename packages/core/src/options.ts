@@ -60,6 +60,12 @@ export interface BatchGenerateOptions extends GenerateOptions {
   onToken?: (index: number, token: Token) => void;
   /** Called once per prompt as soon as it is finished (after its last `onToken`), with its result. */
   onFinish?: (index: number, result: BatchResult) => void;
+  /**
+   * Each prompt's own stop strings, by index into `prompts`: a prompt with an
+   * entry stops on those instead of `stopStrings` (so requests with different
+   * stop strings can share one batch).
+   */
+  promptStopStrings?: (string[] | undefined)[];
 }
 
 export type ClassifyOptions = Pick<

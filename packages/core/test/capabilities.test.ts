@@ -1,6 +1,14 @@
 import assert from "node:assert/strict";
 import { it } from "node:test";
-import { CAPABILITY_IDS, capabilitiesOf, supportedCapabilities, type Backend } from "../src/index.js";
+import {
+  CAPABILITY_IDS,
+  capabilitiesOf,
+  capabilityMismatches,
+  supportedCapabilities,
+  type Backend,
+  type CapabilityId,
+  type CapabilityStatus,
+} from "../src/index.js";
 import { FakeBackend, FakeModel } from "./fake-backend.js";
 
 it("a backend's report is its declaration, unsupported elsewhere", () => {
@@ -54,4 +62,39 @@ it("embedding, attention, KV snapshot and training methods are detected; declara
   assert.equal(report["probe.attention"], "experimental"); // declared over derived
   assert.equal(report.grammar, "experimental");
   assert.ok(supportedCapabilities(new RichModel()).includes("embeddings"));
+});
+
+it("a declaration cannot claim a model-kind capability whose interface the model lacks", () => {
+  class Claiming extends FakeModel {
+    readonly capabilities = { embeddings: "supported", "kv.snapshot": "planned", grammar: "supported" } as const;
+  }
+  const report = capabilitiesOf(new Claiming());
+  assert.equal(report.embeddings, "unsupported"); // no embed(): the claim is dropped
+  assert.equal(report["kv.snapshot"], "planned"); // not a claim that it works
+  assert.equal(report.grammar, "supported"); // no interface shows grammar: the declaration is the answer
+});
+
+it("capabilityMismatches: a model agrees with its backend's table, or lacks a model-kind capability", () => {
+  const table = {
+    generate: "supported",
+    chat: "supported",
+    classify: "supported",
+    "batch.generate": "supported",
+    tokenizer: "supported",
+    "chat.template": "supported",
+    embeddings: "supported",
+    grammar: "supported",
+  } as const;
+  class Declaring extends FakeModel {
+    capabilities: Partial<Record<CapabilityId, CapabilityStatus>> = table;
+  }
+  const backend = new FakeBackend({ capabilities: table });
+  const model = new Declaring(); // a tokenizer model without embed(): embeddings differ, by the rule
+  assert.equal(capabilitiesOf(model).embeddings, "unsupported");
+  assert.deepEqual(capabilityMismatches(backend, model), []);
+  model.capabilities = { ...table, grammar: "experimental" };
+  assert.deepEqual(capabilityMismatches(backend, model), ['grammar: backend fake reports "supported", its fake model "experimental"']);
+  // A model-kind capability may be missing from a model; any other may not differ.
+  model.capabilities = { ...table, tokenizer: "unsupported", speculative: "supported" };
+  assert.deepEqual(capabilityMismatches(backend, model), ['speculative: backend fake reports "unsupported", its fake model "supported"']);
 });

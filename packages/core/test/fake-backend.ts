@@ -10,7 +10,7 @@ import {
   type Backend,
   type ClassifyOptions,
   type ClassifyResult,
-  type BatchResult,
+  type BatchSink,
   type CapabilityId,
   type CapabilityStatus,
   type DecodeOptions,
@@ -24,8 +24,7 @@ import {
   type PromptInput,
   randomSeed,
   type ResolvedGenerateOptions,
-  collectStopped,
-  SequenceStopper,
+  decodeInto,
   type Token,
   type TokenizerModel,
 } from "../src/index.js";
@@ -164,23 +163,17 @@ export class FakeModel extends BaseTextModel implements TokenizerModel {
     });
   }
 
-  protected async runBatch(inputs: PromptInput[], options: ResolvedGenerateOptions, signal: AbortSignal): Promise<BatchResult[]> {
-    const results: BatchResult[] = [];
-    let total = 0;
-    for (const input of inputs) {
+  protected async runBatch(inputs: PromptInput[], options: ResolvedGenerateOptions, signal: AbortSignal, sink: BatchSink): Promise<void> {
+    let decoded = 0;
+    const counted: BatchSink = {
+      token: (index, token) => (decoded++, sink.token(index, token)),
+      end: (index, reason, error) => sink.end(index, reason, error),
+    };
+    for (const [index, input] of inputs.entries()) {
       if (signal.aborted) throw abortedError(signal.reason);
-      const tokens: Token[] = [];
-      try {
-        const { finishReason } = await collectStopped(this.stream(input, options, signal), new SequenceStopper(options), tokens);
-        results.push({ tokens, text: tokens.map((t) => t.text).join(""), finishReason });
-      } catch (error) {
-        const failure = error instanceof Error ? error : new Error(String(error));
-        results.push({ tokens, text: tokens.map((t) => t.text).join(""), finishReason: "error", error: failure });
-      }
-      total += tokens.length;
+      await decodeInto(counted, index, async () => this.stream(input, options, signal));
     }
-    this.lastMetrics = { ...this.lastMetrics, generatedTokens: total };
-    return results;
+    this.lastMetrics = { ...this.lastMetrics, generatedTokens: decoded };
   }
 
   protected async dispose(): Promise<void> {

@@ -1,90 +1,51 @@
-import {
-  abortedError,
-  type BatchResult,
-  type FinishReason,
-  isInferenceError,
-  type ResolvedGenerateOptions,
-  collectStopped,
-  SequenceStopper,
-  type Token,
-  toInferenceError,
-} from "@infer/core";
-import type { LlamaContextSequence, LlamaGrammar } from "node-llama-cpp";
+import { abortedError, type BatchSink, decodeInto, type ResolvedGenerateOptions } from "@infer/core";
 import type { DecodeTimings } from "./decode.js";
 import type { LlamaCppParts } from "./parts.js";
 import { compileGrammar } from "./sampling.js";
 import { assertLogprobsCombinable, startDecoding } from "./start-decode.js";
 
 export interface BatchOutcome {
-  results: BatchResult[];
   /** When the first wave's prefill ended (its first token), for metrics. */
   firstTokenAt?: number;
+  /** Tokens decoded over all prompts. */
+  generated: number;
 }
 
 /**
  * Decodes the prompts on the context's sequences at once: node-llama-cpp
  * gathers the pending tokens of every sequence into one llama.cpp batch, so a
  * wave of `slots` prompts costs about one decode per step, not one per prompt.
- * More prompts than slots run in waves. A failing prompt records its error and
- * leaves the others running.
+ * More prompts than slots run in waves. Each prompt's tokens go to `sink`,
+ * which ends a prompt's decoding when its stop string or maxTokens is met; a
+ * failing prompt ends with its error and leaves the others running.
  */
 export async function runBatch(
   parts: LlamaCppParts,
   prompts: number[][],
   options: ResolvedGenerateOptions,
   signal: AbortSignal,
-  onToken?: (index: number, token: Token) => void,
-  onFinish?: (index: number, result: BatchResult) => void,
+  sink: BatchSink,
 ): Promise<BatchOutcome> {
   assertLogprobsCombinable(options);
   const grammar = await compileGrammar(parts.llama, options);
-  const results: BatchResult[] = [];
   let firstTokenAt: number | undefined;
+  let generated = 0;
   for (let start = 0; start < prompts.length; start += parts.slots.length) {
     const wave = prompts.slice(start, start + parts.slots.length);
     const timings = wave.map((): DecodeTimings => ({ generated: 0 }));
-    results.push(
-      ...(await Promise.all(
-        wave.map((prompt, i) =>
-          runOne(parts, parts.slots[i]!, prompt, options, grammar, signal, timings[i]!, (token) => onToken?.(start + i, token)).then(
-            (result) => {
-              onFinish?.(start + i, result);
-              return result;
-            },
-          ),
-        ),
-      )),
+    await Promise.all(
+      wave.map((prompt, i) =>
+        decodeInto(sink, start + i, async () => {
+          if (signal.aborted) throw abortedError(signal.reason);
+          return startDecoding(parts, parts.slots[i]!, prompt, options, grammar, signal, timings[i]!);
+        }),
+      ),
     );
+    generated += timings.reduce((sum, t) => sum + t.generated, 0);
     if (start === 0) {
       const firsts = timings.map((t) => t.firstTokenAt).filter((t): t is number => t !== undefined);
       if (firsts.length > 0) firstTokenAt = Math.max(...firsts);
     }
   }
-  return { results, firstTokenAt };
-}
-
-async function runOne(
-  parts: LlamaCppParts,
-  sequence: LlamaContextSequence,
-  prompt: number[],
-  options: ResolvedGenerateOptions,
-  grammar: LlamaGrammar | undefined,
-  signal: AbortSignal,
-  timings: DecodeTimings,
-  onToken: (token: Token) => void,
-): Promise<BatchResult> {
-  const tokens: Token[] = [];
-  try {
-    if (signal.aborted) throw abortedError(signal.reason);
-    const decoding = await startDecoding(parts, sequence, prompt, options, grammar, signal, timings);
-    const { finishReason } = await collectStopped(decoding, new SequenceStopper(options), tokens, onToken);
-    return collected(tokens, finishReason);
-  } catch (error) {
-    if (isInferenceError(error, "ABORTED")) return collected(tokens, "abort");
-    return { ...collected(tokens, "error"), error: toInferenceError(error) };
-  }
-}
-
-function collected(tokens: Token[], finishReason: FinishReason): BatchResult {
-  return { tokens, text: tokens.map((t) => t.text).join(""), finishReason };
+  return { firstTokenAt, generated };
 }

@@ -1,4 +1,5 @@
 import { type Backend, register } from "@infer/core";
+import { LLAMA_CPP_CAPABILITIES } from "./capabilities.js";
 import { hasGgufMagic } from "./gguf.js";
 import { loadLlamaCppModel } from "./load.js";
 import { runtimeAvailable, runtimeUnavailableReason } from "./runtime.js";
@@ -15,22 +16,7 @@ export const llamaCppBackend: Backend = {
   unavailableReason: runtimeUnavailableReason,
   canLoad: hasGgufMagic,
   loadModel: loadLlamaCppModel,
-  capabilities: {
-    generate: "supported",
-    chat: "supported",
-    classify: "supported",
-    "batch.generate": "supported",
-    tokenizer: "supported",
-    "chat.template": "supported",
-    embeddings: "supported",
-    grammar: "supported",
-    speculative: "supported",
-    "lora.inference": "supported",
-    "lora.training": "unsupported",
-    "probe.logits": "unsupported",
-    "probe.attention": "unsupported",
-    "kv.snapshot": "unsupported",
-  },
+  capabilities: LLAMA_CPP_CAPABILITIES,
 };
 
 register(llamaCppBackend);

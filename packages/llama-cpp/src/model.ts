@@ -1,9 +1,7 @@
 import {
   BaseTextModel,
-  type BatchResult,
+  type BatchSink,
   type CapabilityDeclaration,
-  type CapabilityId,
-  type CapabilityStatus,
   type ClassifyOptions,
   type ClassifyResult,
   type DecodeOptions,
@@ -25,6 +23,7 @@ import {
 } from "@infer/core";
 import type { LlamaEmbeddingContext } from "node-llama-cpp";
 import { runBatch } from "./batch.js";
+import { LLAMA_CPP_CAPABILITIES } from "./capabilities.js";
 import { renderChatTemplate } from "./chat-template.js";
 import { classifyPrompts } from "./classify.js";
 import type { DecodeTimings } from "./decode.js";
@@ -36,13 +35,7 @@ import { assertLogprobsCombinable, startDecoding } from "./start-decode.js";
 export class LlamaCppModel extends BaseTextModel implements TokenizerModel, EmbeddingModel, CapabilityDeclaration {
   readonly backend = "llama_cpp";
   readonly modelType: string;
-  readonly capabilities: Partial<Record<CapabilityId, CapabilityStatus>> = {
-    grammar: "supported",
-    speculative: "supported",
-    "lora.inference": "supported",
-    // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
-    "probe.logits": "supported",
-  };
+  readonly capabilities = LLAMA_CPP_CAPABILITIES;
   private readonly parts: LlamaCppParts;
   private embeddingContext: Promise<LlamaEmbeddingContext> | undefined;
   private probeStep = 0;
@@ -219,17 +212,14 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     inputs: PromptInput[],
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
-    onToken?: (index: number, token: Token) => void,
-    onFinish?: (index: number, result: BatchResult) => void,
-  ): Promise<BatchResult[]> {
+    sink: BatchSink,
+  ): Promise<void> {
     const started = performance.now();
     // Chat text is tokenized the same way: special-token text is parsed, BOS is never doubled.
     const tokenized = inputs.map((input) => this.tokenize(input.text, true));
-    const outcome = await runBatch(this.parts, tokenized, options, signal, onToken, onFinish);
+    const outcome = await runBatch(this.parts, tokenized, options, signal, sink);
     const promptTokens = tokenized.reduce((sum, p) => sum + p.length, 0);
-    const generated = outcome.results.reduce((sum, r) => sum + r.tokens.length, 0);
-    this.recordMetrics(promptTokens, generated, started, outcome.firstTokenAt);
-    return outcome.results;
+    this.recordMetrics(promptTokens, outcome.generated, started, outcome.firstTokenAt);
   }
 
   protected override async dispose(): Promise<void> {

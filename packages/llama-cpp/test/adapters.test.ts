@@ -5,10 +5,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { isInferenceError, loadModel } from "@infer/core";
+import { capabilityMismatches, isInferenceError, loadModel } from "@infer/core";
 import { GgmlType, GgufValueType, type GgufValueInput } from "@infer/formats";
 import { readGguf, writeGgufFile } from "@infer/formats/node";
-import "../src/index.js";
+import { llamaCppBackend } from "../src/index.js";
 import type { LlamaCppModel } from "../src/index.js";
 import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
 
@@ -103,6 +103,10 @@ describe("LoRA adapters and speculative decoding", { skip: skipWithoutStories ||
   });
   after(async () => {
     await Promise.all([base?.close(), adapted?.close(), merged?.close()]);
+  });
+
+  test("models loaded with an adapter, and without, report the backend's capabilities", () => {
+    for (const model of [base, adapted, merged]) assert.deepEqual(capabilityMismatches(llamaCppBackend, model), []);
   });
 
   test("a GGUF LoRA adapter acts like its update merged into the weights", async () => {
@@ -218,6 +222,7 @@ describe("LoRA adapters and speculative decoding", { skip: skipWithoutStories ||
       const batch = await speculative.batchGenerate(["Once upon a time", "The dog"], GREEDY);
       assert.equal(batch[0]!.text, (await base.generateText("Once upon a time", GREEDY)).text);
       assert.equal(batch[1]!.text, (await base.generateText("The dog", GREEDY)).text);
+      assert.deepEqual(capabilityMismatches(llamaCppBackend, speculative), []);
     } finally {
       await speculative.close();
     }

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadModel } from "@infer/core";
 import { runConformanceSuite } from "@infer/core/testing";
-import "../src/index.js";
+import { llamaCppBackend } from "../src/index.js";
 import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
 
 /** stories260K has no chat template; a plain one lets the suite's chat check run. */
@@ -14,6 +14,7 @@ const STORY_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% 
 runConformanceSuite({
   name: "llama_cpp stories260K.gguf",
   load: () => loadModel(STORIES_GGUF, TEST_LOAD),
+  backend: llamaCppBackend,
   skip: skipWithoutStories || undefined,
   chatMessages: [{ role: "user", content: "Once upon a time" }],
   chatTemplate: STORY_TEMPLATE,
@@ -43,6 +44,7 @@ for (const architecture of ["llama", "qwen2", "qwen3"]) {
   runConformanceSuite({
     name: `llama_cpp random ${architecture} GGUF`,
     skip: randomModelsMissing,
+    backend: llamaCppBackend,
     load: async () => {
       const { writeRandomGguf } = (await import(RANDOM_MODELS.href)) as { writeRandomGguf: WriteRandomGguf };
       const path = join(await mkdtemp(join(tmpdir(), "infer-llama-cpp-random-")), `${architecture}.gguf`);

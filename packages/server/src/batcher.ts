@@ -5,7 +5,6 @@ import {
   type FinishReason,
   type GenerateOptions,
   isTokenizerModel,
-  SequenceStopper,
   type TextModel,
   type Token,
 } from "@infer/core";
@@ -18,7 +17,7 @@ export interface BatchRequest {
   options: GenerateOptions;
   /** The client's signal: it fires when the client disconnects. */
   signal: AbortSignal;
-  /** Receives the request's tokens as they are released (after its own maxTokens and stop strings). */
+  /** Receives the request's tokens as the model releases them (after its own maxTokens and stop strings). */
   onToken?: (token: Token) => void;
 }
 
@@ -32,11 +31,12 @@ export interface BatchOutcome {
 }
 
 /**
- * Options each request handles itself, whatever batch it rides in: the
- * server matches each request's own stop strings on its tokens, so they need
- * not be equal for requests to share a batch. `maxTokens` must be: a backend
- * ends a sequence at its limit by flushing a character left incomplete into
- * the last token's text (wasm does), which no later cut can reproduce.
+ * Options each request keeps to itself, whatever batch it rides in: each
+ * request's stop strings go to `batchGenerate` as that prompt's own
+ * (`promptStopStrings`), so they need not be equal for requests to share a
+ * batch. `maxTokens` must be: a backend ends a sequence at its limit by
+ * flushing a character left incomplete into the last token's text (wasm
+ * does), which no later cut can reproduce.
  */
 const PER_REQUEST: ReadonlySet<string> = new Set(["stopStrings", "signal"]);
 
@@ -52,13 +52,9 @@ export function batchKey(options: GenerateOptions): string {
   return JSON.stringify(shared);
 }
 
-/**
- * One request while it waits and while its batch runs. It owns the request's
- * stopper and settles the request's promise exactly once.
- */
+/** One request while it waits and while its batch runs. It settles the request's promise exactly once. */
 class Member {
   readonly key: string;
-  readonly stopper: SequenceStopper;
   readonly tokens: Token[] = [];
   /** Set once the request is over for its client, whether or not its batch still decodes it. */
   finished: FinishReason | undefined;
@@ -70,19 +66,16 @@ class Member {
     private readonly reject: (error: unknown) => void,
   ) {
     this.key = batchKey(request.options);
-    this.stopper = new SequenceStopper(request.options);
   }
 
-  /** Passes released tokens on; a listener that throws fails only its own request. */
-  release(tokens: Token[]): void {
-    for (const token of tokens) {
-      if (this.finished) return;
-      this.tokens.push(token);
-      try {
-        this.request.onToken?.(token);
-      } catch (error) {
-        this.fail(error);
-      }
+  /** Passes a released token on; a listener that throws fails only its own request. */
+  release(token: Token): void {
+    if (this.finished) return;
+    this.tokens.push(token);
+    try {
+      this.request.onToken?.(token);
+    } catch (error) {
+      this.fail(error);
     }
   }
 
@@ -106,13 +99,13 @@ class Member {
  * request starts at once; whatever arrives while the slots are busy forms the
  * next batches, grouped by `batchKey`, at most `maxBatch` each.
  *
- * Each request's tokens pass through its own SequenceStopper (its stop
- * strings and `maxTokens`, as `generate` applies them), so a request ends for
- * its client as soon as its stopper says so. `batchGenerate` has one signal
- * for the whole batch, so a request that is done or whose client disconnected
- * is still decoded (its tokens dropped) until the batch ends; once every
- * request of a batch is over, the batch is aborted. A request that ends on
- * EOS is known to have ended only when its batch returns.
+ * The model applies each request's stop strings and `maxTokens` (as
+ * `generate` does) and reports each prompt's end through `onFinish` as soon
+ * as it comes, ending that prompt's decoding too; the request ends for its
+ * client then. `batchGenerate` has one signal for the whole batch, so a
+ * request whose client disconnected is still decoded (its tokens dropped)
+ * until the batch ends; once every request of a batch is over, the batch is
+ * aborted.
  */
 export class Batcher {
   private readonly pending: Member[] = [];
@@ -190,35 +183,34 @@ export class Batcher {
     this.onBatch?.(batch.length);
     for (const member of batch) member.promptTokens = promptTokensOf(this.model, member.request.prompt, this.chatTemplate);
     const controller = new AbortController();
+    // Prompts the model ended whose requests are settled only when the batch returns.
+    const ended = new Map<Member, BatchResult>();
     const abortWhenAllOver = () => {
-      if (batch.every((m) => m.finished) && !controller.signal.aborted) controller.abort(new Error("every request of the batch is over"));
+      const over = batch.every((m) => m.finished || ended.has(m));
+      if (over && !controller.signal.aborted) controller.abort(new Error("every request of the batch is over"));
     };
     for (const member of batch) member.request.signal.addEventListener("abort", abortWhenAllOver, { once: true });
     abortWhenAllOver();
-    const onToken = (index: number, token: Token) => {
-      const member = batch[index];
-      if (!member || member.finished) return;
-      member.release(member.stopper.push(token));
-      if (member.stopper.done) member.finish(member.stopper.done);
-      abortWhenAllOver();
-    };
+    const onToken = (index: number, token: Token) => batch[index]?.release(token);
     const alone = batch.length === 1;
-    // A prompt's own end (EOS, context, max_tokens) closes its request at once, not when the batch ends.
+    // A prompt's own end (a stop string, EOS, max_tokens, the context) closes its request at once, not when the batch ends.
     const onFinish = (index: number, result: BatchResult) => {
       const member = batch[index];
-      // A request alone in its batch ends with the batch anyway (and may still need the model's metrics).
-      if (!member || member.finished || alone) return;
-      settle(member, result, alone);
+      if (!member || member.finished) return;
+      // A request alone in its batch is settled when the batch returns: it may still need the model's metrics.
+      if (alone) ended.set(member, result);
+      else settle(member, result, alone);
       abortWhenAllOver();
     };
     let results: BatchResult[];
     try {
       results = await this.model.batchGenerate(
         batch.map((m) => m.request.prompt),
-        // No stop strings for the batch: each request's own are matched on its tokens as they arrive.
+        // No stop strings for the whole batch: each request's own are its prompt's.
         {
           ...batch[0]!.request.options,
           stopStrings: undefined,
+          promptStopStrings: batch.map((m) => m.request.options.stopStrings),
           chatTemplate: this.chatTemplate,
           signal: controller.signal,
           onToken,
@@ -226,14 +218,19 @@ export class Batcher {
         },
       );
     } catch (error) {
-      for (const member of batch) member.fail(error);
+      for (const member of batch) {
+        const result = ended.get(member);
+        if (result) settle(member, result, alone, this.model);
+        else member.fail(error);
+      }
       return;
     } finally {
       for (const member of batch) member.request.signal.removeEventListener("abort", abortWhenAllOver);
     }
     batch.forEach((member, i) => {
       if (member.finished) return;
-      const result = results[i];
+      // What the model reported when the prompt ended, not what an abort of the batch made of it since.
+      const result = ended.get(member) ?? results[i];
       if (!result) return member.fail(new Error("the backend returned fewer batch results than prompts"));
       settle(member, result, alone, this.model);
     });
@@ -243,7 +240,6 @@ export class Batcher {
 /** Ends a request with its prompt's batch result. */
 function settle(member: Member, result: BatchResult, alone: boolean, model?: TextModel): void {
   if (result.error) return member.fail(result.error);
-  member.release(member.stopper.flush());
   // Without a tokenizer, a request alone in its batch can still read its prompt size from the model's metrics
   // (known only once the batch has returned).
   if (alone && member.promptTokens === 0 && model) member.promptTokens = model.metrics().promptTokens;

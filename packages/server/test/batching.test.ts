@@ -158,6 +158,36 @@ describe("batched decoding of concurrent requests", () => {
     }
   });
 
+  test("stop strings across tokens in batched streaming: applied once, by the model; no token decoded past them", async () => {
+    const model = new FakeModel(10);
+    const { server, openai, url } = await start({ models: { story: model } });
+    try {
+      const holder = await holdSlot(openai, url, model);
+      // "e u" spans "Once" and " upon"; "a t" spans " a" and " time"; the third request has no stop string.
+      const stops = ["e u", "a t", undefined];
+      const asked = Promise.all(
+        stops.map((stop, i) => ask(openai, "text", { prompt: `p${i}`, max_tokens: 6, ...(stop ? { stop } : {}) }, true)),
+      );
+      await holder.release(3);
+      const answers = await asked;
+      assert.deepEqual(
+        answers.map((a) => [a.text, a.finish]),
+        [
+          ["Onc", "stop"],
+          ["Once upon ", "stop"],
+          ["Once upon a time there was", "length"],
+        ],
+      );
+      assert.deepEqual([...model.batches[1]!].sort(), ["p0", "p1", "p2"], "the three requests shared one batch");
+      assert.deepEqual(model.batchOptions[1]!.stopStrings, []);
+      // Each sequence was decoded up to the token that completed its stop string (or max_tokens), no further.
+      const decoded = Object.fromEntries(model.batches[1]!.map((prompt, i) => [prompt, model.decodedPerPrompt[1]![i]]));
+      assert.deepEqual(decoded, { p0: 2, p1: 4, p2: 6 });
+    } finally {
+      await server.close();
+    }
+  });
+
   test("a request whose prompt ends on EOS mid-batch is answered then, not when the batch ends", async () => {
     const model = new FakeModel(30);
     const { server, openai, url } = await start({ models: { story: model } });

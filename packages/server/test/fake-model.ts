@@ -1,6 +1,6 @@
 import {
   BaseTextModel,
-  type BatchResult,
+  type BatchSink,
   type CapabilityId,
   type CapabilityStatus,
   type ClassifyResult,
@@ -11,7 +11,6 @@ import {
   type ModelInfo,
   type PromptInput,
   type ResolvedGenerateOptions,
-  SequenceStopper,
   type Token,
 } from "@infer/core";
 
@@ -83,13 +82,10 @@ export class FakeModel extends BaseTextModel {
   /** When set, the next batch waits for it before decoding: tests hold the model's slot this way. */
   gate: Promise<void> | undefined;
 
-  protected async runBatch(
-    inputs: PromptInput[],
-    options: ResolvedGenerateOptions,
-    signal: AbortSignal,
-    onToken?: (index: number, token: Token) => void,
-    onFinish?: (index: number, result: BatchResult) => void,
-  ): Promise<BatchResult[]> {
+  /** Tokens decoded for each prompt of each batchGenerate call (stopped sequences are decoded no further). */
+  decodedPerPrompt: number[][] = [];
+
+  protected async runBatch(inputs: PromptInput[], options: ResolvedGenerateOptions, signal: AbortSignal, sink: BatchSink): Promise<void> {
     const prompts = inputs.map((input) => input.text);
     this.batches.push(prompts);
     this.batchOptions.push(options);
@@ -98,45 +94,39 @@ export class FakeModel extends BaseTextModel {
     await gate;
     this.lastOptions = options;
     this.lastPrompt = prompts.at(-1);
-    const results: BatchResult[] = prompts.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
-    const stoppers = prompts.map(() => new SequenceStopper(options));
+    const decoded = prompts.map(() => 0);
+    this.decodedPerPrompt.push(decoded);
+    const live = new Set(prompts.keys());
     prompts.forEach((prompt, i) => {
-      if (prompt.includes("overflow")) results[i]!.error = new InferenceError("CONTEXT_OVERFLOW", "the prompt is longer than the context (64 tokens)");
+      if (!prompt.includes("overflow")) return;
+      sink.end(i, "error", new InferenceError("CONTEXT_OVERFLOW", "the prompt is longer than the context (64 tokens)"));
+      live.delete(i);
     });
-    const ended = new Set<number>();
-    // Every live sequence advances one token per step, as a batched decoder would.
+    // Every live sequence advances one token per step, as a batched decoder would; the batch
+    // runs the answer's length (or until aborted) even once its sequences are over.
     for (let step = 0; step < this.answer.length; step++) {
       if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
       if (signal.aborted) {
         this.aborts++;
-        for (const r of results) r.finishReason = "abort";
+        for (const i of live) sink.end(i, "abort");
+        live.clear();
         break;
       }
-      stoppers.forEach((stopper, i) => {
-        if (results[i]!.error || stopper.done || ended.has(i)) return;
+      for (const i of live) {
         // A prompt that says "brief" meets EOS after two tokens, as a real model's short answer would.
         if (prompts[i]!.includes("brief") && step === 2) {
-          ended.add(i);
-          results[i]!.tokens.push(...stopper.flush());
-          results[i]!.text = results[i]!.tokens.map((t) => t.text).join("");
-          onFinish?.(i, results[i]!);
-          return;
+          sink.end(i, "stop");
+          live.delete(i);
+          continue;
         }
-        for (const token of stopper.push({ id: step, text: this.answer[step]! })) {
-          results[i]!.tokens.push(token);
-          onToken?.(i, token);
-        }
-        if (stopper.done) results[i]!.finishReason = stopper.done;
-      });
+        decoded[i]!++;
+        if (!sink.token(i, { id: step, text: this.answer[step]! })) live.delete(i);
+      }
     }
-    stoppers.forEach((stopper, i) => {
-      if (!stopper.done && !ended.has(i)) results[i]!.tokens.push(...stopper.flush());
-      results[i]!.text = results[i]!.tokens.map((t) => t.text).join("");
-    });
+    for (const i of live) sink.end(i, "stop");
     // Like the stream: a prompt's words are its tokens; a batch sums them.
     const promptTokens = prompts.reduce((n, p) => n + p.split(/\s+/).filter(Boolean).length, 0);
     this.lastMetrics = makeMetrics({ promptTokens, generatedTokens: 0, prefillMs: 0, decodeMs: 1, totalMs: 1 });
-    return results;
   }
 
   protected async dispose(): Promise<void> {}

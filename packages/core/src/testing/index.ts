@@ -6,9 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { capabilityMismatches } from "../capabilities.js";
 import { isInferenceError, type ErrorCode } from "../errors.js";
 import { isTokenizerModel, type TextModel } from "../model.js";
 import type { GenerateOptions } from "../options.js";
+import type { Backend } from "../registry.js";
 import type { BatchResult, GenerationResult, Message, Token } from "../types.js";
 
 export { cosineSimilarity, maxAbsDifference, spread, topTwo } from "./logits.js";
@@ -30,6 +32,8 @@ export interface ConformanceOptions {
   maxTokens?: number;
   /** Per-test time limit in ms (default 60000). */
   timeoutMs?: number;
+  /** The backend that loads the model: the model's capability report must agree with its (see `capabilitiesOf`). */
+  backend?: Backend;
   /** A reason to skip the whole suite (e.g. the model files are absent). */
   skip?: string;
 }
@@ -138,6 +142,38 @@ export function runConformanceSuite(options: ConformanceOptions): void {
       assert.equal(result.text, expected.text.slice(0, expected.text.indexOf(stop)), `stop string ${JSON.stringify(stop)}`);
       assert.equal(result.text, joinText(result.tokens));
       assert.equal(result.finishReason, "stop");
+    });
+
+    it("a stop string spanning two tokens ends generate and batchGenerate at the token completing it", { timeout }, async (t) => {
+      const expected = await greedyReference();
+      const span = spanningStop(expected.tokens);
+      if (!span) return t.skip("no two neighbouring tokens of the greedy text both have text");
+      const single = await model().generateText(prompt, { ...greedy, stopStrings: [span.stop] });
+      assert.equal(single.text, span.before, `stop string ${JSON.stringify(span.stop)}`);
+      assert.equal(single.finishReason, "stop");
+      assert.equal(model().metrics().generatedTokens, span.decoded, "generate decoded past the token that completed the stop string");
+      const streamed = ["", ""];
+      const finished: string[] = [];
+      const batch = await model().batchGenerate([prompt, prompt], {
+        ...greedy,
+        promptStopStrings: [[span.stop]],
+        onToken: (index, token) => (streamed[index] += token.text),
+        onFinish: (index, result) => finished.push(`${index}:${result.finishReason}`),
+      });
+      assert.deepEqual(
+        batch.map((r) => [r.text, r.finishReason]),
+        [
+          [span.before, "stop"],
+          [expected.text, expected.finishReason],
+        ],
+      );
+      assert.deepEqual(streamed, [span.before, expected.text], "onToken passed on text of (or after) the stop string");
+      assert.deepEqual([...finished].sort(), ["0:stop", `1:${expected.finishReason}`]);
+      assert.equal(
+        model().metrics().generatedTokens,
+        span.decoded + expected.tokens.length,
+        "batchGenerate decoded past the token that completed the stop string",
+      );
     });
 
     it("a stop token ends the sequence without being emitted", { timeout }, async () => {
@@ -272,6 +308,12 @@ export function runConformanceSuite(options: ConformanceOptions): void {
       assert.equal(joinText(expected.tokens), m.decode(ids(expected.tokens)));
     });
 
+    it("the model's capabilities agree with its backend's", (t) => {
+      if (!options.backend) return t.skip("no backend given for this model");
+      assert.equal(model().backend, options.backend.name);
+      assert.deepEqual(capabilityMismatches(options.backend, model()), []);
+    });
+
     it("chat streams the same tokens as chatText", { timeout }, async (t) => {
       if (!options.chatMessages) return t.skip("no chatMessages given for this model");
       const chatOptions = { ...greedy, ...(options.chatTemplate ? { chatTemplate: options.chatTemplate } : {}) };
@@ -402,6 +444,27 @@ function argmax(values: Float32Array): number {
   let best = 0;
   for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
   return best;
+}
+
+/**
+ * A two-character stop string made of the last character of token k and the
+ * first of token k + 1 (the first k >= `from` where that string is first met
+ * at this boundary in the tokens' text): the text before it, and how many
+ * tokens a backend must decode to complete it.
+ */
+export function spanningStop(tokens: Token[], from = 0): { stop: string; before: string; decoded: number } | undefined {
+  const text = joinText(tokens);
+  let end = 0; // where token k's text ends in `text`
+  for (let k = 0; k + 1 < tokens.length; k++) {
+    end += tokens[k]!.text.length;
+    const last = [...tokens[k]!.text].at(-1);
+    const first = [...tokens[k + 1]!.text][0];
+    if (k < from || last === undefined || first === undefined) continue;
+    const stop = last + first;
+    const at = end - last.length;
+    if (text.indexOf(stop) === at) return { stop, before: text.slice(0, at), decoded: k + 2 };
+  }
+  return undefined;
 }
 
 /**

@@ -10,6 +10,7 @@ import type { Kernels } from "../kernels/types.js";
 import { createWasmKernels } from "../kernels/wasm/index.js";
 import { tokenizerFromGgufMetadata } from "../tokenizer/gguf-vocab.js";
 import { loadHfTokenizer } from "../tokenizer/load.js";
+import { WASM_CAPABILITIES } from "./capabilities.js";
 import { WasmModel } from "./wasm-model.js";
 
 /** Default sequence slots when `parallelSlots` is not given. */
@@ -55,18 +56,7 @@ const QUANTIZE_TYPES: Readonly<Record<string, GgmlType>> = {
 
 export const wasmBackend: Backend = {
   name: "wasm",
-  capabilities: {
-    generate: "supported",
-    chat: "supported",
-    classify: "supported",
-    "batch.generate": "supported",
-    tokenizer: "supported",
-    "chat.template": "supported",
-    "probe.logits": "supported",
-    "probe.attention": "supported",
-    "lora.inference": "planned",
-    "lora.training": "planned",
-  },
+  capabilities: WASM_CAPABILITIES,
   available: () => "WebAssembly" in globalThis,
   unavailableReason: () => "this JavaScript runtime has no WebAssembly",
   async canLoad(path: string): Promise<boolean> {

@@ -5,7 +5,6 @@ import {
   type SamplerSettings,
   sampleToken,
   scoreToken,
-  SequenceStopper,
   type Token,
 } from "@infer/core";
 import type { KVCache, Transformer } from "../engine/transformer.js";
@@ -24,8 +23,8 @@ export interface SequenceRequest {
   seed: number;
   /** Ids that end the sequence without being emitted (EOS ids unless ignored, plus stop tokens). */
   endIds: Set<number>;
+  /** Ends the sequence ("length") with the detokenizer's held bytes in its last token; stop strings are BaseTextModel's. */
   maxTokens?: number;
-  stopStrings: string[];
   detokenizer: StreamingDetokenizer;
   /** Keep a copy of each step's raw logits (before the repeat penalty) in `lastLogits`. */
   captureLogits?: boolean;
@@ -34,16 +33,18 @@ export interface SequenceRequest {
   tokenText?: (id: number) => string;
 }
 
-/** One sequence being decoded in a KV-cache slot. */
+/**
+ * One sequence being decoded in a KV-cache slot: it ends itself on an end id,
+ * `maxTokens` or the end of the context; its caller ends it earlier with
+ * `close()` (a stop string matched).
+ */
 export class Sequence {
-  readonly tokens: Token[] = [];
   readonly generatedIds: number[] = [];
   finishReason: FinishReason | undefined;
   /** Raw logits of the last sampled position, when the request asked to capture them. */
   lastLogits: Float32Array | undefined;
-  /** Tokens released by the stop-string filter since the caller last took them. */
+  /** Tokens decoded since the caller last took them. */
   private ready: Token[] = [];
-  private readonly stopper: SequenceStopper;
   private readonly rng: Rng;
   /** Ids fed to the model but not yet in the cache (the whole prompt at first, then the last sampled id). */
   pending: number[];
@@ -57,7 +58,6 @@ export class Sequence {
     readonly request: SequenceRequest,
   ) {
     this.pending = [...request.promptIds];
-    this.stopper = new SequenceStopper({ maxTokens: request.maxTokens, stopStrings: request.stopStrings });
     this.rng = new Rng(request.seed);
   }
 
@@ -65,11 +65,17 @@ export class Sequence {
     return this.finishReason !== undefined;
   }
 
-  /** Takes the tokens released so far. */
+  /** Takes the tokens decoded so far. */
   drain(): Token[] {
     const out = this.ready;
     this.ready = [];
     return out;
+  }
+
+  /** The caller is done with this sequence: no later step decodes it. */
+  close(): void {
+    this.finishReason ??= "stop";
+    this.ready = [];
   }
 
   /** Consumes the logits for this sequence's last pending token: samples, checks the ends. */
@@ -86,7 +92,8 @@ export class Sequence {
     if (this.request.endIds.has(id)) {
       // A character left incomplete is rendered as decode renders it, with the end token.
       const rest = this.request.detokenizer.flush();
-      this.finish("stop", rest ? [{ id, text: rest }] : []);
+      if (rest) this.ready.push({ id, text: rest });
+      this.finishReason = "stop";
       return;
     }
     this.generatedIds.push(id);
@@ -95,16 +102,10 @@ export class Sequence {
     if (last) text += this.request.detokenizer.flush();
     const token: Token = { id, text };
     if (raw) Object.assign(token, scoreToken(raw, id, this.request.logprobs!, this.request.tokenText ?? String));
-    const released = this.stopper.push(token);
-    this.tokens.push(...released);
-    this.ready.push(...released);
-    if (this.stopper.done) {
-      this.finishReason = this.stopper.done;
-    } else if (this.position >= contextLength) {
-      this.finish("length"); // no room in the cache for the sampled token
-    } else {
-      this.pending = [id];
-    }
+    this.ready.push(token);
+    // At maxTokens, or with no room in the cache for the sampled token.
+    if (last) this.finishReason = "length";
+    else this.pending = [id];
   }
 
   /** The last `n` ids of prompt and generated text, which the repeat penalty looks at. */
@@ -119,13 +120,6 @@ export class Sequence {
   advance(count: number): void {
     this.position += count;
     this.pending = this.pending.slice(count);
-  }
-
-  private finish(reason: FinishReason, extra: Token[] = []): void {
-    const rest = [...this.stopper.flush(), ...extra];
-    this.tokens.push(...rest);
-    this.ready.push(...rest);
-    this.finishReason = reason;
   }
 }
 

@@ -2,9 +2,7 @@ import {
   type AttentionInspector,
   type AttentionSnapshot,
   BaseTextModel,
-  type BatchResult,
-  type CapabilityId,
-  type CapabilityStatus,
+  type BatchSink,
   type ClassifyOptions,
   type ClassifyResult,
   DEFAULT_GENERATE_OPTIONS,
@@ -26,6 +24,7 @@ import {
 import type { KVCache, KVCacheType, Transformer } from "../engine/transformer.js";
 import type { Tokenizer } from "../tokenizer/types.js";
 import { utf8Decode } from "../tokenizer/stream-decoder.js";
+import { WASM_CAPABILITIES } from "./capabilities.js";
 import { DecodeScheduler, type Sequence, type SequenceRequest } from "./scheduler.js";
 
 export interface WasmModelParts {
@@ -46,14 +45,7 @@ export interface WasmModelParts {
 export class WasmModel extends BaseTextModel implements TokenizerModel, AttentionInspector {
   readonly backend = "wasm";
   readonly modelType: string;
-  readonly capabilities: Partial<Record<CapabilityId, CapabilityStatus>> = {
-    "probe.logits": "supported",
-    "probe.attention": "supported",
-    grammar: "unsupported",
-    speculative: "unsupported",
-    "lora.inference": "planned",
-    "lora.training": "planned",
-  };
+  readonly capabilities = WASM_CAPABILITIES;
   private readonly cache: KVCache;
   private disposed = false;
 
@@ -219,17 +211,11 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     inputs: PromptInput[],
     options: ResolvedGenerateOptions,
     signal: AbortSignal,
-    onToken?: (index: number, token: Token) => void,
-    onFinish?: (index: number, result: BatchResult) => void,
-  ): Promise<BatchResult[]> {
+    sink: BatchSink,
+  ): Promise<void> {
     const started = performance.now();
     // A given seed is every sequence's (so each equals its single call); otherwise each draws its own.
     const seedFor = () => options.seed ?? randomSeed();
-    const results: BatchResult[] = inputs.map(() => ({ tokens: [], text: "", finishReason: "stop" }));
-    const settle = (index: number, result: BatchResult) => {
-      results[index] = result;
-      onFinish?.(index, result);
-    };
     const waiting = inputs.map((_, i) => i);
     const scheduler = this.scheduler();
     const running = new Map<Sequence, number>();
@@ -245,20 +231,24 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
           running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seedFor())), index);
           freeSlots.shift();
         } catch (error) {
-          settle(index, { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) });
+          sink.end(index, "error", error);
         }
       }
       if (running.size === 0) break;
       if (signal.aborted) {
-        for (const [seq, index] of running) settle(index, toResult(seq, "abort"));
-        for (const index of waiting) settle(index, { tokens: [], text: "", finishReason: "abort" });
+        for (const index of [...running.values(), ...waiting]) sink.end(index, "abort");
         break;
       }
       scheduler.step([...running.keys()], signal);
-      for (const [seq, index] of running) for (const token of seq.drain()) onToken?.(index, token);
       for (const [seq, index] of running) {
+        // A sequence the sink ends (a stop string, maxTokens) gives its slot up before the next step.
+        for (const token of seq.drain()) {
+          if (sink.token(index, token)) continue;
+          seq.close();
+          break;
+        }
         if (!seq.done) continue;
-        settle(index, toResult(seq, seq.finishReason!));
+        sink.end(index, seq.finishReason!);
         generated += seq.generatedIds.length;
         running.delete(seq);
         freeSlots.push(seq.slot);
@@ -277,7 +267,6 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       peakMemoryBytes: peak.final(),
       activeMemoryBytes: this.heldBytes(),
     });
-    return results;
   }
 
   protected async dispose(): Promise<void> {
@@ -329,7 +318,6 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       seed,
       endIds,
       maxTokens: options.maxTokens,
-      stopStrings: options.stopStrings,
       // Control tokens (a BOS the model emits mid-stream, ...) add no text, as in llama.cpp.
       detokenizer: this.parts.tokenizer.streamDecoder({ skipSpecialTokens: true }),
       captureLogits: this.parts.probe.active && this.parts.probe.wants("logits"),
@@ -355,10 +343,6 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
   private heldBytes(): number {
     return this.parts.transformer.weightBytes + this.cache.bytes;
   }
-}
-
-function toResult(seq: Sequence, finishReason: FinishReason): BatchResult {
-  return { tokens: seq.tokens, text: seq.tokens.map((t) => t.text).join(""), finishReason };
 }
 
 function defined<T extends object>(options: T): Partial<T> {

@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { loadModel } from "@infer/core";
 import "@infer/core/node";
 import { runConformanceSuite } from "@infer/core/testing";
-import "../../src/index.js";
+import { wasmBackend } from "../../src/index.js";
 
 const shared = fileURLToPath(new URL("../../../../../../shared/models/", import.meta.url));
 const skip = existsSync(shared) ? undefined : `shared models not found at ${shared} (a clone outside this workplace has none)`;
@@ -62,5 +62,5 @@ const chat = {
   chatMessages: [{ role: "user" as const, content: "Tell me a story." }],
   chatTemplate: "{% for m in messages %}{{ m.content }}\n{% endfor %}",
 };
-runConformanceSuite({ name: "wasm stories260K.gguf", skip, ...chat, load: () => loadModel(storiesGguf, { backend: "wasm" }) });
-runConformanceSuite({ name: "wasm TinyStories-656K", skip, ...chat, load: () => loadModel(tinyStories, { backend: "wasm" }) });
+runConformanceSuite({ name: "wasm stories260K.gguf", skip, ...chat, backend: wasmBackend, load: () => loadModel(storiesGguf, { backend: "wasm" }) });
+runConformanceSuite({ name: "wasm TinyStories-656K", skip, ...chat, backend: wasmBackend, load: () => loadModel(tinyStories, { backend: "wasm" }) });

@@ -8,11 +8,11 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it, test } from "node:test";
-import { capabilitiesOf, isInferenceError, loadModel, type TextModel, type TokenizerModel } from "@infer/core";
+import { capabilitiesOf, capabilityMismatches, isInferenceError, loadModel, type TextModel, type TokenizerModel } from "@infer/core";
 import "@infer/core/node";
 import { runConformanceSuite } from "@infer/core/testing";
 import { GgmlType } from "@infer/formats";
-import "../../src/index.js";
+import { wasmBackend } from "../../src/index.js";
 import { writeRandomGguf, writeRandomHf, type RandomArchitecture } from "../../src/testing/index.js";
 
 const dir = await mkdtemp(join(tmpdir(), "infer-wasm-model-"));
@@ -224,8 +224,22 @@ test("capabilities of a wasm model", async () => {
   assert.equal(report.grammar, "unsupported");
 });
 
+test("every random model, GGUF and Hugging Face, reports its backend's capabilities (core's rule)", async () => {
+  for (const architecture of ARCHITECTURES) {
+    const folder = join(dir, `${architecture}-hf`);
+    await writeRandomHf(folder, { architecture, seed: 3 });
+    for (const path of [paths.get(architecture)!, folder]) {
+      await using model = await loadModel(path, { backend: "wasm" });
+      assert.deepEqual(capabilityMismatches(wasmBackend, model), [], path);
+      // Nothing varies by model kind on this backend: each report is the backend's table.
+      assert.deepEqual(capabilitiesOf(model), capabilitiesOf(wasmBackend), path);
+    }
+  }
+});
+
 runConformanceSuite({
   name: "wasm random qwen3 Q8_0",
+  backend: wasmBackend,
   load: async () => {
     const path = join(dir, "conformance-qwen3.gguf");
     await writeRandomGguf(path, { architecture: "qwen3", seed: 21, type: GgmlType.Q8_0 });

@@ -1,0 +1,23 @@
+import type { CapabilityReport } from "@infer/core";
+
+/**
+ * What wasm can do, stated once: the backend reports this table and each of
+ * its models declares it (see core's `capabilitiesOf` for the rule).
+ */
+export const WASM_CAPABILITIES: Readonly<CapabilityReport> = Object.freeze({
+  generate: "supported",
+  chat: "supported",
+  classify: "supported",
+  "batch.generate": "supported",
+  tokenizer: "supported",
+  "chat.template": "supported",
+  embeddings: "unsupported",
+  grammar: "unsupported",
+  speculative: "unsupported",
+  "lora.inference": "planned",
+  "lora.training": "planned",
+  // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
+  "probe.logits": "supported",
+  "probe.attention": "supported",
+  "kv.snapshot": "unsupported",
+});

@@ -4,6 +4,7 @@ import { type Host, setHost } from "../registry.js";
 import type { ModelFormat } from "../types.js";
 
 export { discover, discoverModels, type DiscoveredModel, GGUF_FILE_TYPES } from "./discovery.js";
+export { type JsonlFileRecorder, jsonlFileRecorder } from "./jsonl-file.js";
 
 /** Identifies a model path by its content: GGUF magic, HF folder layout, llama2.c checkpoint. */
 export async function detectFormat(path: string): Promise<ModelFormat> {

@@ -35,6 +35,8 @@ export async function runBatch(
   signal: AbortSignal,
   onToken?: (index: number, token: Token) => void,
   onFinish?: (index: number, result: BatchResult) => void,
+  /** Each step's raw logits of a sequence, with the index of the token they choose, on the logprobs path (the `logits` probe). */
+  onLogits?: (index: number, logits: Float32Array, step: number) => void,
 ): Promise<BatchOutcome> {
   assertLogprobsCombinable(options);
   const grammar = await compileGrammar(parts.llama, options);
@@ -45,14 +47,23 @@ export async function runBatch(
     const timings = wave.map((): DecodeTimings => ({ generated: 0 }));
     results.push(
       ...(await Promise.all(
-        wave.map((prompt, i) =>
-          runOne(parts, parts.slots[i]!, prompt, options, grammar, signal, timings[i]!, (token) => onToken?.(start + i, token)).then(
-            (result) => {
-              onFinish?.(start + i, result);
-              return result;
-            },
-          ),
-        ),
+        wave.map(async (prompt, i) => {
+          const index = start + i;
+          const timing = timings[i]!;
+          const result = await runOne(
+            parts,
+            parts.slots[i]!,
+            prompt,
+            options,
+            grammar,
+            signal,
+            timing,
+            (token) => onToken?.(index, token),
+            (logits) => onLogits?.(index, logits, timing.generated),
+          );
+          onFinish?.(index, result);
+          return result;
+        }),
       )),
     );
     if (start === 0) {
@@ -72,11 +83,12 @@ async function runOne(
   signal: AbortSignal,
   timings: DecodeTimings,
   onToken: (token: Token) => void,
+  onLogits: (logits: Float32Array) => void,
 ): Promise<BatchResult> {
   const tokens: Token[] = [];
   try {
     if (signal.aborted) throw abortedError(signal.reason);
-    const decoding = await startDecoding(parts, sequence, prompt, options, grammar, signal, timings);
+    const decoding = await startDecoding(parts, sequence, prompt, options, grammar, signal, timings, onLogits);
     const { finishReason } = await collectStopped(decoding, new SequenceStopper(options), tokens, onToken);
     return collected(tokens, finishReason);
   } catch (error) {

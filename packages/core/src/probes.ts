@@ -79,7 +79,10 @@ export type ProbeEvent = {
     phase: ProbePhase;
     /** From 0 at the call's first token, per sequence; for `memory`, the most tokens one sequence of the call generated. */
     step: number;
-    /** The prompt's index in `batchGenerate` (and classify); absent for single-stream calls. */
+    /**
+     * In `batchGenerate`, the prompt's index among those that reached the backend (the same
+     * index unless an earlier chat prompt failed to render); absent for single-stream calls.
+     */
     sequence?: number;
     /** Milliseconds since the call began, when the backend emits through a `ProbeCall`. */
     elapsedMs?: number;

@@ -11,3 +11,4 @@ export * from "./registry.js";
 export * from "./capabilities.js";
 export * from "./probes.js";
 export * from "./training.js";
+export * from "./probe-sinks/index.js";

@@ -25,6 +25,8 @@ export async function runBatch(
   options: ResolvedGenerateOptions,
   signal: AbortSignal,
   sink: BatchSink,
+  /** Each step's raw logits of a sequence, with the index of the token they choose, on the logprobs path (the `logits` probe). */
+  onLogits?: (index: number, logits: Float32Array, step: number) => void,
 ): Promise<BatchOutcome> {
   assertLogprobsCombinable(options);
   const grammar = await compileGrammar(parts.llama, options);
@@ -34,12 +36,16 @@ export async function runBatch(
     const wave = prompts.slice(start, start + parts.slots.length);
     const timings = wave.map((): DecodeTimings => ({ generated: 0 }));
     await Promise.all(
-      wave.map((prompt, i) =>
-        decodeInto(sink, start + i, async () => {
+      wave.map((prompt, i) => {
+        const index = start + i;
+        const timing = timings[i]!;
+        return decodeInto(sink, index, async () => {
           if (signal.aborted) throw abortedError(signal.reason);
-          return startDecoding(parts, parts.slots[i]!, prompt, options, grammar, signal, timings[i]!);
-        }),
-      ),
+          return startDecoding(parts, parts.slots[i]!, prompt, options, grammar, signal, timing, (logits) =>
+            onLogits?.(index, logits, timing.generated),
+          );
+        });
+      }),
     );
     generated += timings.reduce((sum, t) => sum + t.generated, 0);
     if (start === 0) {

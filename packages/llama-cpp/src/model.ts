@@ -11,7 +11,10 @@ import {
   InferenceError,
   type Message,
   type ModelInfo,
+  type MemoryPayload,
   type PromptInput,
+  type ProbeCall,
+  type ProbeSink,
   type ResolvedGenerateOptions,
   type Token,
   type TokenizerModel,
@@ -27,6 +30,7 @@ import { LLAMA_CPP_CAPABILITIES } from "./capabilities.js";
 import { renderChatTemplate } from "./chat-template.js";
 import { classifyPrompts } from "./classify.js";
 import type { DecodeTimings } from "./decode.js";
+import { PeakRss } from "./peak-memory.js";
 import { asLlamaTokens } from "./runtime.js";
 import type { LlamaCppParts } from "./parts.js";
 import { compileGrammar } from "./sampling.js";
@@ -38,7 +42,6 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
   readonly capabilities = LLAMA_CPP_CAPABILITIES;
   private readonly parts: LlamaCppParts;
   private embeddingContext: Promise<LlamaEmbeddingContext> | undefined;
-  private probeStep = 0;
 
   constructor(parts: LlamaCppParts) {
     super();
@@ -160,6 +163,8 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
   ): AsyncGenerator<Token, FinishReason | void, undefined> {
     const { llama } = this.parts;
     const started = performance.now();
+    const call = this.parts.probe.call();
+    const peak = new PeakRss();
     const prompt = this.tokenize(input.text, true);
     assertLogprobsCombinable(options);
     const grammar = await compileGrammar(llama, options);
@@ -172,7 +177,7 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
       grammar,
       signal,
       timings,
-      (logits) => this.emitLogitsProbe(logits),
+      (logits) => this.emitLogitsProbe(call, logits, timings.generated),
     );
     // Counted as handed out: tokens decoded but still held (an unfinished UTF-8
     // character) when the caller stops are not part of the result.
@@ -181,13 +186,14 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
       for (;;) {
         const step = await decoding.next();
         if (step.done) return step.value;
-        this.emitTokenProbe(step.value, prompt.length + emitted);
+        this.emitTokenProbe(call, step.value, emitted, prompt.length + emitted);
         emitted++;
+        peak.sample();
         yield step.value;
       }
     } finally {
       await decoding.return("stop");
-      this.recordMetrics(prompt.length, emitted, started, timings.firstTokenAt);
+      this.recordMetrics(call, peak, emitted, prompt.length, emitted, started, timings.firstTokenAt);
     }
   }
 
@@ -201,10 +207,12 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     signal: AbortSignal,
   ): Promise<ClassifyResult[]> {
     const started = performance.now();
+    const call = this.parts.probe.call();
+    const peak = new PeakRss();
     const tokenized = prompts.map((p) => this.tokenize(p, true));
     const results = await classifyPrompts(this.parts, tokenized, options, signal);
     const promptTokens = tokenized.reduce((sum, p) => sum + p.length, 0);
-    this.recordMetrics(promptTokens, results.length, started, performance.now());
+    this.recordMetrics(call, peak, 1, promptTokens, results.length, started, performance.now());
     return results;
   }
 
@@ -215,11 +223,25 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     sink: BatchSink,
   ): Promise<void> {
     const started = performance.now();
+    const call = this.parts.probe.call();
+    const peak = new PeakRss();
     // Chat text is tokenized the same way: special-token text is parsed, BOS is never doubled.
     const tokenized = inputs.map((input) => this.tokenize(input.text, true));
-    const outcome = await runBatch(this.parts, tokenized, options, signal, sink);
+    // Each sequence's probe steps count its own tokens, from 0.
+    const steps = inputs.map(() => 0);
+    const probed: BatchSink = {
+      token: (index, token) => {
+        this.emitTokenProbe(call, token, steps[index]!, tokenized[index]!.length + steps[index]!, index);
+        steps[index]!++;
+        peak.sample();
+        return sink.token(index, token);
+      },
+      end: (index, reason, error) => sink.end(index, reason, error),
+    };
+    const onLogits = (index: number, logits: Float32Array, step: number) => this.emitLogitsProbe(call, logits, step, index);
+    const outcome = await runBatch(this.parts, tokenized, options, signal, probed, onLogits);
     const promptTokens = tokenized.reduce((sum, p) => sum + p.length, 0);
-    this.recordMetrics(promptTokens, outcome.generated, started, outcome.firstTokenAt);
+    this.recordMetrics(call, peak, Math.max(0, ...steps), promptTokens, outcome.generated, started, outcome.firstTokenAt);
   }
 
   protected override async dispose(): Promise<void> {
@@ -255,44 +277,66 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     }
   }
 
-  private recordMetrics(promptTokens: number, generatedTokens: number, started: number, firstTokenAt?: number): void {
+  /** Ends a call: its metrics and its `memory` event (`steps`: the most tokens any of its sequences produced). */
+  private recordMetrics(
+    call: ProbeCall,
+    peak: PeakRss,
+    steps: number,
+    promptTokens: number,
+    generatedTokens: number,
+    started: number,
+    firstTokenAt?: number,
+  ): void {
     const ended = performance.now();
     const prefillEnd = firstTokenAt ?? ended;
-    const memory = this.memoryBytes();
+    const memory = this.callMemory(peak);
     this.lastMetrics = makeMetrics({
       promptTokens,
       generatedTokens,
       prefillMs: prefillEnd - started,
       decodeMs: ended - prefillEnd,
       totalMs: ended - started,
-      // llama.cpp allocates up front, so the peak of a call is what is held.
-      peakMemoryBytes: memory,
-      activeMemoryBytes: memory,
+      peakMemoryBytes: memory.peakBytes,
+      activeMemoryBytes: memory.activeBytes,
     });
+    if (call.wants("memory")) call.emit("memory", steps > 1 ? "decode" : "prefill", steps, memory);
   }
 
   /**
-   * What llama.cpp holds for this model now, as node-llama-cpp accounts it:
-   * weights, the context (KV cache and compute buffers) and the draft's, RAM and VRAM.
+   * Active: what llama.cpp holds for this model, as node-llama-cpp accounts
+   * it (weights, the context's KV cache and compute buffers, the draft's; RAM
+   * and VRAM). Peak: the process's resident-set peak during the call (see
+   * PeakRss) plus the VRAM held, which RSS does not see; never below active
+   * (memory-mapped weights may not all be resident).
    */
-  private memoryBytes(): number {
-    if (this.isClosed) return 0;
+  private callMemory(peak: PeakRss): MemoryPayload {
+    const residentPeak = peak.final();
+    if (this.isClosed) return { activeBytes: 0, peakBytes: residentPeak };
     const { model, context, draft } = this.parts;
-    const holders = [model, context, draft?.model, draft?.context].filter((h) => h !== undefined);
-    return holders.reduce((sum, holder) => sum + holder.memoryUsage.ram + holder.memoryUsage.vram, 0);
+    type Usage = { ram: number; vram: number };
+    const total = (holders: ({ memoryUsage: Usage } | undefined)[], part: (usage: Usage) => number) =>
+      holders.reduce((sum, holder) => sum + (holder ? part(holder.memoryUsage) : 0), 0);
+    const all = [model, context, draft?.model, draft?.context];
+    const vram = total(all, (usage) => usage.vram);
+    const active = total(all, (usage) => usage.ram + usage.vram);
+    const weightBytes = total([model, draft?.model], (usage) => usage.ram + usage.vram);
+    return { activeBytes: active, peakBytes: Math.max(active, residentPeak + vram), weightBytes };
   }
 
-  private emitTokenProbe(token: Token, position: number): void {
-    const { probe } = this.parts;
-    if (!probe.active || !probe.wants("token")) return;
-    probe.emit({ kind: "token", phase: "decode", step: this.probeStep++, payload: { ...token, position } });
+  private emitTokenProbe(call: ProbeCall, token: Token, step: number, position: number, sequence?: number): void {
+    if (!call.wants("token")) return;
+    call.emit("token", step === 0 ? "prefill" : "decode", step, { id: token.id, text: token.text, position }, sequence);
   }
 
   /** Only the logprobs path sees each step's logits; the summary is cheap next to their transfer. */
-  private emitLogitsProbe(logits: Float32Array): void {
-    const { probe } = this.parts;
-    if (!probe.active || !probe.wants("logits")) return;
-    probe.emit({ kind: "logits", phase: "decode", step: this.probeStep, payload: summarizeLogits(logits) });
+  private emitLogitsProbe(call: ProbeCall, logits: Float32Array, step: number, sequence?: number): void {
+    if (!call.wants("logits")) return;
+    call.emit("logits", step === 0 ? "prefill" : "decode", step, summarizeLogits(logits), sequence);
+  }
+
+  /** Adds a probe sink after load (ProbedModel). The `attention` kind is never emitted: llama.cpp does not expose attention. */
+  attachProbe(sink: ProbeSink): () => void {
+    return this.parts.probe.attach(sink);
   }
 
 }

@@ -1,3 +1,5 @@
+import type { HistogramSnapshot, ProbeMetricsSnapshot } from "@infer/core";
+
 /** Upper bounds (seconds) of the request latency histogram. */
 const LATENCY_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
@@ -35,15 +37,59 @@ class Histogram {
     s.count++;
   }
   lines(name: string): string[] {
-    const out: string[] = [];
-    for (const s of this.series.values()) {
-      LATENCY_BUCKETS.forEach((bound, i) => out.push(`${name}_bucket${labelText({ ...s.labels, le: String(bound) })} ${s.counts[i]}`));
-      out.push(`${name}_bucket${labelText({ ...s.labels, le: "+Inf" })} ${s.count}`);
-      out.push(`${name}_sum${labelText(s.labels)} ${s.sum}`);
-      out.push(`${name}_count${labelText(s.labels)} ${s.count}`);
-    }
-    return out;
+    return [...this.series.values()].flatMap((s) => histogramLines(name, s.labels, { bounds: LATENCY_BUCKETS, ...s }));
   }
+}
+
+/** A histogram's series in Prometheus text; `counts` are cumulative. */
+function histogramLines(name: string, labels: Labels, h: HistogramSnapshot): string[] {
+  return [
+    ...h.bounds.map((bound, i) => `${name}_bucket${labelText({ ...labels, le: String(bound) })} ${h.counts[i]}`),
+    `${name}_bucket${labelText({ ...labels, le: "+Inf" })} ${h.count}`,
+    `${name}_sum${labelText(labels)} ${h.sum}`,
+    `${name}_count${labelText(labels)} ${h.count}`,
+  ];
+}
+
+/** Per served model, the figures of the ProbeMetrics sink the server attached to it. */
+export type ProbeFigures = { model: string; figures: ProbeMetricsSnapshot }[];
+
+function probeBlocks(probes: ProbeFigures, block: (name: string, type: string, help: string, lines: string[]) => string[]): string[] {
+  if (probes.length === 0) return [];
+  const each = (name: string, line: (model: string, f: ProbeMetricsSnapshot) => string[]) =>
+    probes.flatMap(({ model, figures }) => line(model, figures).map((rest) => `${name}${rest}`));
+  const gauge = (pick: (f: ProbeMetricsSnapshot) => number) => (model: string, f: ProbeMetricsSnapshot) => [`${labelText({ model })} ${pick(f)}`];
+  return [
+    ...block("infer_model_calls_total", "counter", "Model calls (generations, batches, classifications), from probes.", each("infer_model_calls_total", gauge((f) => f.calls))),
+    ...block(
+      "infer_model_tokens_total",
+      "counter",
+      "Tokens the model generated, by phase (a sequence's first comes out of prefill), from probes.",
+      each("infer_model_tokens_total", (model, f) => [
+        `${labelText({ model, phase: "prefill" })} ${f.tokens.prefill}`,
+        `${labelText({ model, phase: "decode" })} ${f.tokens.decode}`,
+      ]),
+    ),
+    ...block(
+      "infer_model_time_to_first_token_seconds",
+      "histogram",
+      "From a call's start to each sequence's first token, from probes.",
+      probes.flatMap(({ model, figures }) => histogramLines("infer_model_time_to_first_token_seconds", { model }, figures.timeToFirstTokenSeconds)),
+    ),
+    ...block(
+      "infer_model_inter_token_seconds",
+      "histogram",
+      "Between consecutive tokens of a sequence, from probes.",
+      probes.flatMap(({ model, figures }) => histogramLines("infer_model_inter_token_seconds", { model }, figures.interTokenSeconds)),
+    ),
+    ...block("infer_model_memory_peak_bytes", "gauge", "Peak memory of the model's last call, from probes.", each("infer_model_memory_peak_bytes", gauge((f) => f.memoryPeakBytes))),
+    ...block(
+      "infer_model_memory_active_bytes",
+      "gauge",
+      "Memory the model held after its last call, from probes.",
+      each("infer_model_memory_active_bytes", gauge((f) => f.memoryActiveBytes)),
+    ),
+  ];
 }
 
 /** The server's Prometheus metrics; gauges are read live from the queues when scraped. */
@@ -60,7 +106,7 @@ export class ServerMetrics {
     this.batchedRequests.add({ model }, size);
   }
 
-  render(gauges: { model: string; queued: number; active: number }[]): string {
+  render(gauges: { model: string; queued: number; active: number }[], probes: ProbeFigures = []): string {
     const block = (name: string, type: string, help: string, lines: string[]) => [
       `# HELP ${name} ${help}`,
       `# TYPE ${name} ${type}`,
@@ -95,6 +141,7 @@ export class ServerMetrics {
         "Requests generating now.",
         gauges.map((g) => `infer_active_requests${labelText({ model: g.model })} ${g.active}`),
       ),
+      ...probeBlocks(probes, block),
       "",
     ].join("\n");
   }

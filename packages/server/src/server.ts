@@ -1,7 +1,7 @@
 import { randomUUID, timingSafeEqual } from "node:crypto";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
-import { capabilitiesOf, isEmbeddingModel, type TextModel } from "@infer/core";
+import { capabilitiesOf, isEmbeddingModel, isProbedModel, isTokenizerModel, ProbeMetrics, type TextModel } from "@infer/core";
 import { Batcher } from "./batcher.js";
 import { answerClientErrors, type ConnectionTimeouts, httpServerOptions } from "./connection.js";
 import { HttpError, toHttpError } from "./errors.js";
@@ -78,6 +78,15 @@ export function createServer(options: ServerOptions): InferServer {
       return [name, { name, model, queue, batcher, chatTemplate }];
     }),
   );
+  // A metrics sink on each model that takes one, so /metrics shows what the models measure themselves.
+  const probeMetrics = new Map<string, ProbeMetrics>();
+  const detachProbes: (() => void)[] = [];
+  for (const { name, model } of served.values()) {
+    if (!isProbedModel(model)) continue;
+    const sink = new ProbeMetrics();
+    probeMetrics.set(name, sink);
+    detachProbes.push(model.attachProbe(sink));
+  }
   const inFlight = new Set<AbortController>();
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
 
@@ -132,7 +141,12 @@ export function createServer(options: ServerOptions): InferServer {
     switch (path) {
       case "/metrics":
         res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
-        res.end(metrics.render([...served.values()].map((s) => ({ model: s.name, queued: s.queue.depth, active: s.queue.active }))));
+        res.end(
+          metrics.render(
+            [...served.values()].map((s) => ({ model: s.name, queued: s.queue.depth, active: s.queue.active })),
+            [...probeMetrics].map(([model, sink]) => ({ model, figures: sink.snapshot() })),
+          ),
+        );
         return;
       case "/v1/models":
         sendJson(res, 200, { object: "list", data: names.map((id) => modelCard(id, created)) });
@@ -176,6 +190,9 @@ export function createServer(options: ServerOptions): InferServer {
     const release = await target.queue.acquire(signal);
     try {
       const vectors = await model.embed(request.input, { signal });
+      // The model's own tokenizer counts the input; a model without one reports 0.
+      const promptTokens = isTokenizerModel(model) ? request.input.reduce((sum, text) => sum + model.encode(text).length, 0) : 0;
+      metrics.promptTokens.add({ model: target.name }, promptTokens);
       sendJson(res, 200, {
         object: "list",
         model: target.name,
@@ -184,7 +201,7 @@ export function createServer(options: ServerOptions): InferServer {
           index,
           embedding: request.encoding === "base64" ? Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") : Array.from(v),
         })),
-        usage: { prompt_tokens: 0, total_tokens: 0 },
+        usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
       });
     } finally {
       release();
@@ -247,6 +264,7 @@ export function createServer(options: ServerOptions): InferServer {
       });
     },
     async close() {
+      for (const detach of detachProbes.splice(0)) detach();
       for (const controller of inFlight) controller.abort(new Error("the server is shutting down"));
       await new Promise<void>((resolve) => {
         http.close(() => resolve());

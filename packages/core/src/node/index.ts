@@ -3,6 +3,8 @@ import { join } from "node:path";
 import { type Host, setHost } from "../registry.js";
 import type { ModelFormat } from "../types.js";
 
+export { type JsonlFileRecorder, jsonlFileRecorder } from "./jsonl-file.js";
+
 /** Identifies a model path by its content: GGUF magic, HF folder layout, llama2.c checkpoint. */
 export async function detectFormat(path: string): Promise<ModelFormat> {
   try {

@@ -24,7 +24,12 @@ export interface ForwardContext {
   seqIds: Int32Array;
   /** Where this forward's intermediate buffers come from (lifetimes in scratch.ts). */
   scratch: ForwardScratch;
+  /** Sees each layer's rotated queries once the batch's keys are cached (attention probes). */
+  observeQueries?: QueryObserver;
 }
+
+/** q: [tokens, numHeads, headDim] after RoPE, valid only during the call; window: the layer's (0 = full). */
+export type QueryObserver = (layer: number, q: Float32Array, window: number) => void;
 
 /** x [tokens, w.cols] → [tokens, w.rows] (+ bias [w.rows]). */
 export function linear(ctx: ForwardContext, w: WeightMatrix, x: Float32Array, bias?: Float32Array): Float32Array {
@@ -150,6 +155,7 @@ export function selfAttention(
     cache.store(layer, at, whole ? k : k.subarray(t * kvDim, end * kvDim), whole ? v : v.subarray(t * kvDim, end * kvDim));
     t = end;
   }
+  ctx.observeQueries?.(layer, q, options.window);
   const out = ctx.scratch.floats(ctx.tokens * numHeads * headDim);
   ctx.attention(out, q, keys, values, {
     tokens: ctx.tokens,

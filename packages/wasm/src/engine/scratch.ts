@@ -32,6 +32,21 @@ export interface ScratchMemory {
   release?(view: Uint8Array): void;
 }
 
+/** Bytes the regions of one ForwardScratch hold now, and the most they held since `resetPeak`. */
+class Tally {
+  held = 0;
+  peak = 0;
+
+  add(bytes: number): void {
+    this.held += bytes;
+    this.peak = Math.max(this.peak, this.held);
+  }
+
+  remove(bytes: number): void {
+    this.held -= bytes;
+  }
+}
+
 /** One bump-allocated block with a high-water mark. */
 class Region {
   private block: Float32Array = new Float32Array(0);
@@ -57,7 +72,10 @@ class Region {
   private tokens = 0;
   private perToken = 0;
 
-  constructor(private readonly memory: ScratchMemory) {}
+  constructor(
+    private readonly memory: ScratchMemory,
+    private readonly tally: Tally,
+  ) {}
 
   take(count: number): Float32Array {
     const start = Math.ceil(this.used / ALIGN_FLOATS) * ALIGN_FLOATS;
@@ -70,6 +88,7 @@ class Region {
     if (!spare) {
       spare = { bytes: this.memory.allocate(count * 4, 64), taken: false };
       this.overflow.push(spare);
+      this.tally.add(spare.bytes.byteLength);
     }
     spare.taken = true;
     return new Float32Array(spare.bytes.buffer, spare.bytes.byteOffset, count);
@@ -110,19 +129,19 @@ class Region {
     this.tokens = tokens;
   }
 
-  get bytes(): number {
-    return this.block.byteLength;
-  }
-
   dispose(): void {
     this.releaseOverflow();
+    this.tally.remove(this.block.byteLength);
     if (this.blockBytes) this.memory.release?.(this.blockBytes);
     this.blockBytes = undefined;
     this.block = new Float32Array(0);
   }
 
   private releaseOverflow(): void {
-    for (const { bytes } of this.overflow) this.memory.release?.(bytes);
+    for (const { bytes } of this.overflow) {
+      this.memory.release?.(bytes);
+      this.tally.remove(bytes.byteLength);
+    }
     this.overflow.length = 0;
   }
 
@@ -135,16 +154,18 @@ class Region {
     } else {
       this.block = new Float32Array(floats);
     }
+    this.tally.add(this.block.byteLength);
   }
 }
 
 export class ForwardScratch {
   private readonly whole: Region;
   private readonly layer: Region;
+  private readonly tally = new Tally();
 
   constructor(memory: ScratchMemory = {}) {
-    this.whole = new Region(memory);
-    this.layer = new Region(memory);
+    this.whole = new Region(memory, this.tally);
+    this.layer = new Region(memory, this.tally);
   }
 
   /** Starts a forward of `tokens` tokens: frees everything handed out, and grows the blocks to what it is expected to need. */
@@ -168,9 +189,18 @@ export class ForwardScratch {
     this.layer.empty();
   }
 
-  /** Bytes the blocks hold. */
+  /** Bytes the blocks and their overflow allocations hold. */
   get bytes(): number {
-    return this.whole.bytes + this.layer.bytes;
+    return this.tally.held;
+  }
+
+  /** The most `bytes` has been since the last `resetPeak` (growing a block counts the new one only: the old is freed first). */
+  get peakBytes(): number {
+    return this.tally.peak;
+  }
+
+  resetPeak(): void {
+    this.tally.peak = this.tally.held;
   }
 
   /** Hands the blocks back to the kernels' memory. */

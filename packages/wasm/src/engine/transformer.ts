@@ -8,10 +8,11 @@ import { referenceAttention, referenceKernels } from "../kernels/reference.js";
 import { embeddingLookup } from "../kernels/dequant.js";
 import { KVCache, type KVCacheType } from "./cache.js";
 import type { ModelConfig } from "./config.js";
-import { rmsNormRows, type ForwardContext } from "./layers.js";
+import { rmsNormRows, type ForwardContext, type QueryObserver } from "./layers.js";
 import { ForwardScratch } from "./scratch.js";
 
 export type { ModelConfig } from "./config.js";
+export type { QueryObserver } from "./layers.js";
 export { KVCache, type KVCacheType } from "./cache.js";
 
 /** An architecture's weights, loaded and ready to run: what a Transformer runs (arch/ builds it, load/ hands it over). */
@@ -45,6 +46,7 @@ export class Transformer {
   /** logitsBuffer's floats, and the kernels' memory under them when they have one. */
   private logits: Float32Array = new Float32Array(0);
   private logitsMemory: Uint8Array | undefined;
+  private peakLogitsBytes = 0;
 
   constructor(
     readonly config: ModelConfig,
@@ -75,8 +77,9 @@ export class Transformer {
    * `logitsInto`: a buffer of at least [logitRows.length, vocabSize] floats to
    * write the logits to (a view of it is returned), so a decode loop reuses one
    * buffer instead of allocating vocabSize floats per token; absent, a new array.
+   * `observeQueries` sees each layer's rotated queries (attention probes).
    */
-  forward(batch: ForwardBatch, cache: KVCache, logitsInto?: Float32Array): Float32Array {
+  forward(batch: ForwardBatch, cache: KVCache, logitsInto?: Float32Array, observeQueries?: QueryObserver): Float32Array {
     const newLengths = this.validate(batch, cache);
     const { hiddenSize, vocabSize } = this.config;
     const n = batch.tokens.length;
@@ -92,6 +95,7 @@ export class Transformer {
       positions: batch.positions,
       seqIds: batch.seqIds,
       scratch: this.scratch,
+      observeQueries,
     };
     this.model.runLayers(ctx, x);
     for (const [seq, length] of newLengths) cache.setLength(seq, length);
@@ -122,8 +126,27 @@ export class Transformer {
       if (this.logitsMemory) this.kernels.release?.(this.logitsMemory);
       this.logitsMemory = this.kernels.allocate?.(needed * 4, 64);
       this.logits = this.logitsMemory ? new Float32Array(this.logitsMemory.buffer, this.logitsMemory.byteOffset, needed) : new Float32Array(needed);
+      this.peakLogitsBytes = Math.max(this.peakLogitsBytes, this.logits.byteLength);
     }
     return this.logits;
+  }
+
+  /** Bytes this model holds besides its KV caches: weights, forward scratch and the logits buffer. */
+  get heldBytes(): number {
+    return this.weightBytes + this.scratch.bytes + this.logits.byteLength;
+  }
+
+  /**
+   * The most `heldBytes` has been since `resetPeak`: the scratch grows with the
+   * tokens a forward carries (longer prompt chunks, more sequences), the logits buffer with its rows.
+   */
+  get peakHeldBytes(): number {
+    return this.weightBytes + this.scratch.peakBytes + this.peakLogitsBytes;
+  }
+
+  resetPeak(): void {
+    this.scratch.resetPeak();
+    this.peakLogitsBytes = this.logits.byteLength;
   }
 
   /** Frees what the kernels hold (workers, WebAssembly memory). */

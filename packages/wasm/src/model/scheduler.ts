@@ -7,7 +7,8 @@ import {
   scoreToken,
   type Token,
 } from "@infer/core";
-import type { KVCache, Transformer } from "../engine/transformer.js";
+import { attentionWeights } from "../engine/attention-weights.js";
+import type { KVCache, QueryObserver, Transformer } from "../engine/transformer.js";
 
 /** What the decoding loop needs from a tokenizer. */
 export interface StreamingDetokenizer {
@@ -28,6 +29,8 @@ export interface SequenceRequest {
   detokenizer: StreamingDetokenizer;
   /** Keep a copy of each step's raw logits (before the repeat penalty) in `lastLogits`. */
   captureLogits?: boolean;
+  /** Keep the attention weights of each sampled position, per layer, in `lastAttention`. */
+  captureAttention?: boolean;
   /** Attach log-probabilities to tokens, with this many alternatives; `tokenText` names them. */
   logprobs?: number;
   tokenText?: (id: number) => string;
@@ -43,6 +46,8 @@ export class Sequence {
   finishReason: FinishReason | undefined;
   /** Raw logits of the last sampled position, when the request asked to capture them. */
   lastLogits: Float32Array | undefined;
+  /** lastAttention[layer][queryHead]: weights of the last sampled position over the positions so far, when asked. */
+  lastAttention: Float32Array[][] | undefined;
   /** Tokens decoded since the caller last took them. */
   private ready: Token[] = [];
   private readonly rng: Rng;
@@ -52,6 +57,8 @@ export class Sequence {
   position = 0;
   /** True until the prompt's last token has been through the model. */
   inPrompt = true;
+  /** How many generated tokens probes have been told of (a step that ends on EOS generates none). */
+  reported = 0;
 
   constructor(
     readonly slot: number,
@@ -191,6 +198,7 @@ export class DecodeScheduler {
     }
     signal?.throwIfAborted();
     const started = performance.now();
+    const observe = this.attentionObserver(fed, positions, logitRows);
     const logits = this.transformer.forward(
       {
         tokens: Int32Array.from(tokens),
@@ -201,6 +209,7 @@ export class DecodeScheduler {
       this.cache,
       // Reused by the next step: the sequences consume their rows within this one.
       this.transformer.logitsBuffer(logitRows.length),
+      observe,
     );
     const vocab = this.transformer.config.vocabSize;
     let row = 0;
@@ -219,5 +228,28 @@ export class DecodeScheduler {
     } else {
       this.timings.decodeMs += elapsed;
     }
+  }
+
+  /**
+   * When a sequence that samples this step asked for attention, an observer
+   * that stores, per layer, the weights of its sampled row into `lastAttention`;
+   * otherwise none, so the forward pays nothing.
+   */
+  private attentionObserver(fed: Map<Sequence, number>, positions: number[], logitRows: number[]): QueryObserver | undefined {
+    const watched: { seq: Sequence; row: number }[] = [];
+    let next = 0;
+    for (const [seq, take] of fed) {
+      if (take < seq.pending.length) continue;
+      const row = logitRows[next++]!;
+      if (seq.request.captureAttention) watched.push({ seq, row });
+    }
+    if (watched.length === 0) return undefined;
+    for (const { seq } of watched) seq.lastAttention = [];
+    const { config } = this.transformer;
+    return (layer, q, window) => {
+      for (const { seq, row } of watched) {
+        seq.lastAttention![layer] = attentionWeights(config, this.cache, layer, q, row, seq.slot, positions[row]!, window);
+      }
+    };
   }
 }

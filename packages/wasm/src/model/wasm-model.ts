@@ -12,7 +12,10 @@ import {
   type ModelInfo,
   makeMetrics,
   type PromptInput,
-  ProbeBus,
+  type MemoryPayload,
+  type ProbeBus,
+  type ProbeCall,
+  type ProbeSink,
   randomSeed,
   type SamplerSettings,
   type ResolvedGenerateOptions,
@@ -129,37 +132,38 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     signal: AbortSignal,
   ): AsyncGenerator<Token, FinishReason | void, undefined> {
     const started = performance.now();
+    const call = this.startCall();
     const scheduler = this.scheduler();
     const seq = scheduler.start(0, this.request(this.promptIds(input), options, options.seed ?? randomSeed()));
     let firstTokenAt = 0;
-    const peak = new PeakRss();
     try {
       while (!seq.done) {
         scheduler.step([seq], signal);
         if (firstTokenAt === 0 && !seq.inPrompt) firstTokenAt = performance.now();
-        this.emitProbes(seq);
+        this.emitProbes(call, seq);
         for (const token of seq.drain()) yield token;
         // Let timers and I/O (abort signals, servers) run between steps.
         await new Promise<void>((resolve) => setImmediate(resolve));
-        peak.sample();
       }
       return seq.finishReason === "length" ? "length" : "stop";
     } finally {
       const end = performance.now();
+      const memory = this.endCall(call, seq.generatedIds.length);
       this.lastMetrics = makeMetrics({
         promptTokens: seq.request.promptIds.length,
         generatedTokens: seq.generatedIds.length,
         prefillMs: (firstTokenAt || end) - started,
         decodeMs: firstTokenAt ? end - firstTokenAt : 0,
         totalMs: end - started,
-        peakMemoryBytes: peak.final(),
-        activeMemoryBytes: this.heldBytes(),
+        peakMemoryBytes: memory.peakBytes,
+        activeMemoryBytes: memory.activeBytes,
       });
     }
   }
 
   protected async runClassify(prompts: string[], options: ClassifyOptions, signal: AbortSignal): Promise<ClassifyResult[]> {
     const started = performance.now();
+    const call = this.startCall();
     // Greedy unless the caller asks for sampling: classification wants the model's top choice.
     const resolved: ResolvedGenerateOptions = {
       ...DEFAULT_GENERATE_OPTIONS,
@@ -172,38 +176,42 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     const seed = options.seed ?? randomSeed();
     const results: ClassifyResult[] = [];
     let promptTokens = 0;
-    // One batched prefill per wave of `parallelSlots` prompts.
-    for (let at = 0; at < prompts.length; at += this.parts.parallelSlots) {
-      const wave = prompts.slice(at, at + this.parts.parallelSlots);
-      // Without a batch size, each wave's prompts in one pass.
-      const scheduler = this.scheduler(this.parts.batchSize ?? Infinity);
-      const sequences = wave.map((prompt, i) => {
-        const ids = this.promptIds({ text: prompt, chat: false });
-        promptTokens += ids.length;
-        // No end ids: EOS is a valid answer for a classifier.
-        const request = { ...this.request(ids, resolved, seed), endIds: new Set<number>(), captureLogits: options.logits };
-        return scheduler.start(i, request);
-      });
-      while (sequences.some((s) => s.inPrompt)) scheduler.step(sequences, signal);
-      for (const seq of sequences) {
-        const id = seq.generatedIds[0]!;
-        results.push({
-          token: { id, text: this.parts.tokenizer.decode([id], { skipSpecialTokens: false }) },
-          ...(options.logits ? { logits: seq.lastLogits! } : {}),
+    try {
+      // One batched prefill per wave of `parallelSlots` prompts.
+      for (let at = 0; at < prompts.length; at += this.parts.parallelSlots) {
+        const wave = prompts.slice(at, at + this.parts.parallelSlots);
+        // Without a batch size, each wave's prompts in one pass.
+        const scheduler = this.scheduler(this.parts.batchSize ?? Infinity);
+        const sequences = wave.map((prompt, i) => {
+          const ids = this.promptIds({ text: prompt, chat: false });
+          promptTokens += ids.length;
+          // No end ids: EOS is a valid answer for a classifier.
+          const request = { ...this.request(ids, resolved, seed), endIds: new Set<number>(), captureLogits: options.logits, captureAttention: false };
+          return scheduler.start(i, request);
         });
+        while (sequences.some((s) => s.inPrompt)) scheduler.step(sequences, signal);
+        for (const seq of sequences) {
+          const id = seq.generatedIds[0]!;
+          results.push({
+            token: { id, text: this.parts.tokenizer.decode([id], { skipSpecialTokens: false }) },
+            ...(options.logits ? { logits: seq.lastLogits! } : {}),
+          });
+        }
+        await new Promise<void>((resolve) => setImmediate(resolve));
       }
-      await new Promise<void>((resolve) => setImmediate(resolve));
+    } finally {
+      const total = performance.now() - started;
+      const memory = this.endCall(call, 1);
+      this.lastMetrics = makeMetrics({
+        promptTokens,
+        generatedTokens: results.length,
+        prefillMs: total,
+        decodeMs: 0,
+        totalMs: total,
+        peakMemoryBytes: memory.peakBytes,
+        activeMemoryBytes: memory.activeBytes,
+      });
     }
-    const total = performance.now() - started;
-    this.lastMetrics = makeMetrics({
-      promptTokens,
-      generatedTokens: results.length,
-      prefillMs: total,
-      decodeMs: 0,
-      totalMs: total,
-      peakMemoryBytes: rss(),
-      activeMemoryBytes: this.heldBytes(),
-    });
     return results;
   }
 
@@ -214,59 +222,66 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     sink: BatchSink,
   ): Promise<void> {
     const started = performance.now();
+    const call = this.startCall();
     // A given seed is every sequence's (so each equals its single call); otherwise each draws its own.
     const seedFor = () => options.seed ?? randomSeed();
     const waiting = inputs.map((_, i) => i);
     const scheduler = this.scheduler();
     const running = new Map<Sequence, number>();
     const freeSlots = Array.from({ length: this.parts.parallelSlots }, (_, i) => i);
-    const peak = new PeakRss();
     let generated = 0;
-    // Continuous batching: a slot freed by a finished sequence takes the next prompt.
-    while (waiting.length > 0 || running.size > 0) {
-      while (waiting.length > 0 && freeSlots.length > 0) {
-        const index = waiting.shift()!;
-        try {
-          const ids = this.promptIds(inputs[index]!);
-          running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seedFor())), index);
-          freeSlots.shift();
-        } catch (error) {
-          sink.end(index, "error", error);
+    // The most tokens one sequence generated: the memory event's step.
+    let steps = 0;
+    try {
+      // Continuous batching: a slot freed by a finished sequence takes the next prompt.
+      while (waiting.length > 0 || running.size > 0) {
+        while (waiting.length > 0 && freeSlots.length > 0) {
+          const index = waiting.shift()!;
+          try {
+            const ids = this.promptIds(inputs[index]!);
+            running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seedFor())), index);
+            freeSlots.shift();
+          } catch (error) {
+            sink.end(index, "error", error);
+          }
         }
-      }
-      if (running.size === 0) break;
-      if (signal.aborted) {
-        for (const index of [...running.values(), ...waiting]) sink.end(index, "abort");
-        break;
-      }
-      scheduler.step([...running.keys()], signal);
-      for (const [seq, index] of running) {
-        // A sequence the sink ends (a stop string, maxTokens) gives its slot up before the next step.
-        for (const token of seq.drain()) {
-          if (sink.token(index, token)) continue;
-          seq.close();
+        if (running.size === 0) break;
+        if (signal.aborted) {
+          for (const index of [...running.values(), ...waiting]) sink.end(index, "abort");
           break;
         }
-        if (!seq.done) continue;
-        sink.end(index, seq.finishReason!);
-        generated += seq.generatedIds.length;
-        running.delete(seq);
-        freeSlots.push(seq.slot);
+        scheduler.step([...running.keys()], signal);
+        for (const [seq, index] of running) {
+          steps = Math.max(steps, seq.generatedIds.length);
+          this.emitProbes(call, seq, index);
+          // A sequence the sink ends (a stop string, maxTokens) gives its slot up before the next step.
+          for (const token of seq.drain()) {
+            if (sink.token(index, token)) continue;
+            seq.close();
+            break;
+          }
+          if (!seq.done) continue;
+          sink.end(index, seq.finishReason!);
+          generated += seq.generatedIds.length;
+          running.delete(seq);
+          freeSlots.push(seq.slot);
+        }
+        await new Promise<void>((resolve) => setImmediate(resolve));
       }
-      peak.sample();
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      for (const seq of running.keys()) generated += seq.generatedIds.length;
+    } finally {
+      const total = performance.now() - started;
+      const memory = this.endCall(call, steps);
+      this.lastMetrics = makeMetrics({
+        promptTokens: scheduler.timings.promptTokens,
+        generatedTokens: generated,
+        prefillMs: scheduler.timings.prefillMs,
+        decodeMs: scheduler.timings.decodeMs,
+        totalMs: total,
+        peakMemoryBytes: memory.peakBytes,
+        activeMemoryBytes: memory.activeBytes,
+      });
     }
-    for (const seq of running.keys()) generated += seq.generatedIds.length;
-    const total = performance.now() - started;
-    this.lastMetrics = makeMetrics({
-      promptTokens: scheduler.timings.promptTokens,
-      generatedTokens: generated,
-      prefillMs: scheduler.timings.prefillMs,
-      decodeMs: scheduler.timings.decodeMs,
-      totalMs: total,
-      peakMemoryBytes: peak.final(),
-      activeMemoryBytes: this.heldBytes(),
-    });
   }
 
   protected async dispose(): Promise<void> {
@@ -321,66 +336,58 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       // Control tokens (a BOS the model emits mid-stream, ...) add no text, as in llama.cpp.
       detokenizer: this.parts.tokenizer.streamDecoder({ skipSpecialTokens: true }),
       captureLogits: this.parts.probe.active && this.parts.probe.wants("logits"),
+      captureAttention: this.parts.probe.active && this.parts.probe.wants("attention"),
       logprobs: options.logprobs,
       tokenText: (id) => utf8Decode(this.parts.tokenizer.tokenBytes(id)),
     };
   }
 
-  private emitProbes(seq: Sequence): void {
-    const bus = this.parts.probe;
-    if (!bus.active || seq.generatedIds.length === 0) return;
+  /** Adds a probe sink after load (ProbedModel). */
+  attachProbe(sink: ProbeSink): () => void {
+    return this.parts.probe.attach(sink);
+  }
+
+  /** A call begins: its probe events count time from now, and its memory peak from what is held now. */
+  private startCall(): ProbeCall {
+    this.parts.transformer.resetPeak();
+    return this.parts.probe.call();
+  }
+
+  /**
+   * A call ends: its memory, reported as a `memory` event. What the model
+   * holds is its weights, KV cache, forward scratch and logits buffer; the
+   * scratch grows with the tokens one forward carries, so the peak is the
+   * high-water mark of those during the call, not the process's RSS.
+   */
+  private endCall(call: ProbeCall, steps: number): MemoryPayload {
+    const memory = {
+      activeBytes: this.parts.transformer.heldBytes + this.cache.bytes,
+      peakBytes: this.parts.transformer.peakHeldBytes + this.cache.bytes,
+      weightBytes: this.parts.transformer.weightBytes,
+      kvCacheBytes: this.cache.bytes,
+    };
+    if (call.wants("memory")) call.emit("memory", steps > 1 ? "decode" : "prefill", steps, memory);
+    return memory;
+  }
+
+  /** The probe events of the token `seq` sampled in the last step, if any; `sequence`: its prompt's index in a batch. */
+  private emitProbes(call: ProbeCall, seq: Sequence, sequence?: number): void {
+    if (!call.active || seq.generatedIds.length === 0 || seq.reported === seq.generatedIds.length) return;
+    seq.reported = seq.generatedIds.length;
     const id = seq.generatedIds[seq.generatedIds.length - 1]!;
     const step = seq.generatedIds.length - 1;
     const phase = step === 0 ? "prefill" : "decode";
-    if (bus.wants("token")) {
-      bus.emit({ kind: "token", phase, step, payload: { id, text: this.parts.tokenizer.decode([id], {}), position: seq.position - 1 } });
+    if (call.wants("token")) {
+      const payload = { id, text: this.parts.tokenizer.decode([id], {}), position: seq.position };
+      call.emit("token", phase, step, payload, sequence);
     }
-    if (bus.wants("logits") && seq.lastLogits) {
-      bus.emit({ kind: "logits", phase, step, payload: summarizeLogits(seq.lastLogits) });
+    if (call.wants("logits") && seq.lastLogits) call.emit("logits", phase, step, summarizeLogits(seq.lastLogits), sequence);
+    if (call.wants("attention") && seq.lastAttention) {
+      seq.lastAttention.forEach((weights, layer) => call.emit("attention", phase, step, { layer, weights }, sequence));
     }
-  }
-
-  private heldBytes(): number {
-    return this.parts.transformer.weightBytes + this.cache.bytes;
   }
 }
 
 function defined<T extends object>(options: T): Partial<T> {
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as Partial<T>;
-}
-
-function rss(): number {
-  return process.memoryUsage.rss();
-}
-
-/** The process's resident-set high-water mark (getrusage: one cheap system call). */
-function maxRss(): number {
-  return process.resourceUsage().maxRSS * 1024;
-}
-
-/**
- * The largest resident set during a call. When the process's high-water mark
- * rose during the call, that mark is the call's peak, exactly. Otherwise the
- * call stayed below an earlier peak, and the largest of the samples is used:
- * reading the current RSS is a file read and a parse (~0.1 ms here), so steps
- * take one at most every SAMPLE_INTERVAL_MS; the first and last are always taken.
- */
-class PeakRss {
-  private static readonly SAMPLE_INTERVAL_MS = 100;
-  private peak = rss();
-  private readonly markAtStart = maxRss();
-  private lastSample = performance.now();
-
-  sample(): void {
-    const now = performance.now();
-    if (now - this.lastSample < PeakRss.SAMPLE_INTERVAL_MS) return;
-    this.lastSample = now;
-    this.peak = Math.max(this.peak, rss());
-  }
-
-  final(): number {
-    const mark = maxRss();
-    this.peak = mark > this.markAtStart ? mark : Math.max(this.peak, rss());
-    return this.peak;
-  }
 }

@@ -76,9 +76,7 @@ export class WeightSource {
     if (target !== undefined && target !== tensor.type && FLOAT_TYPES.has(tensor.type) && cols % typeInfo(target).blockSize === 0) {
       matrix = this.requantize(tensor, rows, cols, target);
     } else {
-      let data = tensor.data;
-      if (tensor.type === GgmlType.F32 && data.byteOffset % 4 !== 0) data = data.slice();
-      matrix = { type: tensor.type, rows, cols, data };
+      matrix = { type: tensor.type, rows, cols, data: alignedData(tensor) };
     }
     // Once per tensor: a layout may be made in place, and a tied matrix is asked for twice.
     if (this.options.prepare) {
@@ -95,7 +93,7 @@ export class WeightSource {
   vector(name: string, length: number, learned = true): Float32Array {
     const tensor = this.get(name, [length], learned);
     const out = new Float32Array(length);
-    dequantizeMatrixRow({ type: tensor.type, rows: 1, cols: length, data: tensor.data }, 0, out);
+    dequantizeMatrixRow({ type: tensor.type, rows: 1, cols: length, data: alignedData(tensor) }, 0, out);
     return out;
   }
 
@@ -201,4 +199,12 @@ function sameShape(actual: number[], expected: number[]): boolean {
     return a.length === 1 && a[0] === expected[0];
   }
   return actual.length === expected.length && actual.every((d, i) => d === expected[i]);
+}
+
+/**
+ * The tensor's bytes, copied when they are F32 at an offset not divisible by 4
+ * (a safetensors data section may start anywhere): float32 views need alignment.
+ */
+function alignedData(tensor: StoredTensor): Uint8Array {
+  return tensor.type === GgmlType.F32 && tensor.data.byteOffset % 4 !== 0 ? tensor.data.slice() : tensor.data;
 }

@@ -2,6 +2,7 @@ import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
+import { defaultThreads } from "./choice.js";
 import { createDraftPredictor } from "./draft-predictor.js";
 import { assertAdapterMetadata, assertGgufFile, describeQuantization, elementCount } from "./gguf.js";
 import { assertContextFits, assertKvTypeFits } from "./memory.js";
@@ -39,7 +40,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
   }
 
   const llama = await getRuntime();
-  const threads = options.threads ?? llama.cpuMathCores;
+  const threads = options.threads ?? defaultThreads(llama.cpuMathCores);
   const slots = options.parallelSlots ?? DEFAULT_PARALLEL_SLOTS;
   const disposers: (() => Promise<void>)[] = [];
   try {

@@ -41,7 +41,7 @@ export interface SafetensorsTensor {
 }
 
 export interface WasmKit {
-  writeRandomGguf(path: string, spec: { architecture: string; seed: number }): Promise<unknown>;
+  writeRandomGguf(path: string, spec: { architecture: string; seed: number; type?: number }): Promise<unknown>;
   /** llama.cpp's HF→GGUF row permutation of llama q/k weights (rotate_half pairs to adjacent pairs). */
   permuteForNormalRope(hf: Float32Array, heads: number, headDim: number): Float32Array;
   readSafetensorsModel(folder: string): Promise<{ tensors: Map<string, SafetensorsTensor>; metadata: Record<string, string> }>;

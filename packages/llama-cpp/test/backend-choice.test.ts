@@ -5,8 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { isInferenceError, loadModel, type TextModel } from "@infer/core";
 import { defaultThreads, fasterBackend, GGUF_BACKEND_ENV, ggufBackendChoice } from "../src/choice.js";
-import { LlamaCppModel } from "../src/index.js";
-import { getRuntime, runtimeAvailable } from "../src/runtime.js";
+import { runtimeAvailable } from "../src/runtime.js";
 import { skipWithoutStories, STORIES_GGUF } from "./fixtures.js";
 import { loadWasmKit, wasmBuildMissing, type WasmKit } from "./wasm-link.js";
 
@@ -90,11 +89,5 @@ describe("the backend a GGUF file gets", { skip: llamaMissing || wasmBuildMissin
 
   test("an unknown INFER_GGUF_BACKEND fails the load with INVALID_OPTION", { skip: skipWithoutStories }, async () => {
     await assert.rejects(loadWith("gpu", STORIES_GGUF), (error: unknown) => isInferenceError(error, "INVALID_OPTION"));
-  });
-
-  test("llama_cpp without a threads option uses the default thread rule", { skip: skipWithoutStories }, async () => {
-    const model = await load(STORIES_GGUF, { backend: "llama_cpp", threads: undefined });
-    assert.ok(model instanceof LlamaCppModel);
-    assert.equal(model.threads, defaultThreads((await getRuntime()).cpuMathCores));
   });
 });

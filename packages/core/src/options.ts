@@ -83,7 +83,7 @@ export interface LoadOptions {
   gpuLayers?: number;
   /** Sequences that can decode together in one context (batching, server slots). */
   parallelSlots?: number;
-  /** CPU threads; default: the number of physical cores. */
+  /** CPU threads; default: the backend's own (wasm: the physical cores; llama_cpp: one fewer, see docs/llama-cpp.md). */
   threads?: number;
   /** A LoRA adapter to apply at load. */
   adapterPath?: string;

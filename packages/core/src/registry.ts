@@ -14,6 +14,13 @@ export interface Backend {
   /** Whether this backend reads the model at `path` (format sniffing, no full load). */
   canLoad(path: string): Promise<boolean>;
   loadModel(path: string, options?: LoadOptions): Promise<TextModel>;
+  /**
+   * The name of another backend measured to run this file faster on this
+   * machine, or undefined. `loadModel` without a pinned backend then tries
+   * that one first and comes back to this one if it is missing, unavailable,
+   * cannot read the file or fails to load it.
+   */
+  fasterBackendFor?(path: string, options: LoadOptions): Promise<string | undefined>;
   /** What this backend's models can do; see `capabilitiesOf`. */
   readonly capabilities?: Partial<Record<CapabilityId, CapabilityStatus>>;
 }
@@ -96,7 +103,8 @@ export async function defaultBackend(): Promise<Backend | undefined> {
 
 /**
  * Loads a model: with the pinned `options.backend`, or with the first available
- * backend in preference order that can read this format.
+ * backend in preference order that can read this format (or the faster backend
+ * it names for this file, see `Backend.fasterBackendFor`).
  */
 export async function loadModel(path: string, options: LoadOptions = {}): Promise<TextModel> {
   if (typeof path !== "string" || path.length === 0) {
@@ -115,7 +123,7 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
   for (const backend of candidates) {
     // Format sniffing is cheap; availability may load a native library, so it is asked second.
     if (!(await backend.canLoad(path).catch(() => false))) continue;
-    if (await isAvailable(backend)) return loadWith(backend, path, options);
+    if (await isAvailable(backend)) return (await loadWithFaster(backend, path, options)) ?? loadWith(backend, path, options);
   }
   const format = host ? await host.detectFormat(path) : "unknown";
   throw new InferenceError(
@@ -125,6 +133,23 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
     })`,
     { details: { path, format } },
   );
+}
+
+/**
+ * Loads with the backend `chosen` names as faster for this file, when there is
+ * one that can; undefined sends the caller back to `chosen`, which reads the
+ * file and whose errors (not the faster one's) the caller then sees.
+ */
+async function loadWithFaster(chosen: Backend, path: string, options: LoadOptions): Promise<TextModel | undefined> {
+  // Its errors pass: it reads only settings (an environment variable it refuses) and the file's header.
+  const name = await chosen.fasterBackendFor?.(path, options);
+  const faster = name === undefined || name === chosen.name ? undefined : backends.get(name);
+  if (!faster || !(await faster.canLoad(path).catch(() => false)) || !(await isAvailable(faster))) return undefined;
+  try {
+    return await faster.loadModel(path, options);
+  } catch {
+    return undefined;
+  }
 }
 
 /** A backend's own InferenceErrors pass unchanged; anything else it throws becomes INTERNAL with context. */

@@ -9,7 +9,9 @@ import {
   defaultBackend,
   getBackend,
   getHost,
+  InferenceError,
   listBackends,
+  type LoadOptions,
   loadModel,
   loadTrainable,
   register,
@@ -249,5 +251,85 @@ describe("loadTrainable", () => {
     const model = await loadTrainable(modelPath);
     assert.equal((await model.trainStep({ inputIds: [[0, 1]] })).loss, 1);
     await model.close();
+  });
+});
+
+describe("loadModel and Backend.fasterBackendFor", () => {
+  /** A GGUF backend that names `faster` (and records what it was asked) for every file. */
+  function naming(faster: string | undefined): FakeBackend & Required<Pick<Backend, "fasterBackendFor">> & { asked: unknown[] } {
+    const asked: unknown[] = [];
+    return Object.assign(new FakeBackend({ name: "llama_cpp", extension: ".gguf" }), {
+      asked,
+      fasterBackendFor: async (path: string, options: LoadOptions) => {
+        asked.push({ path, options });
+        return faster;
+      },
+    });
+  }
+
+  it("loads with the faster backend the chosen one names, passing the options", async () => {
+    const llama = naming("wasm");
+    const wasm = new FakeBackend({ name: "wasm", extension: ".gguf" });
+    register(llama);
+    register(wasm);
+    const model = await loadModel(ggufPath, { contextLength: 64 });
+    assert.equal(model.backend, "wasm");
+    assert.deepEqual(llama.asked, [{ path: ggufPath, options: { contextLength: 64 } }]);
+    assert.deepEqual(wasm.loaded, [{ path: ggufPath, options: { contextLength: 64 } }]);
+    assert.equal(llama.loaded.length, 0);
+    await model.close();
+  });
+
+  it("stays with the chosen backend when the named one is missing, unavailable, cannot read the file or fails", async () => {
+    const cases: [string, Backend | undefined][] = [
+      ["missing", undefined],
+      ["unavailable", new FakeBackend({ name: "wasm", extension: ".gguf", available: false })],
+      ["cannot read", new FakeBackend({ name: "wasm", extension: ".fake" })],
+      ["fails", Object.assign(new FakeBackend({ name: "wasm", extension: ".gguf" }), {
+        loadModel: async () => {
+          throw new InferenceError("UNSUPPORTED_ARCHITECTURE", "not this one");
+        },
+      })],
+    ];
+    for (const [why, wasm] of cases) {
+      clearRegistry();
+      const llama = naming("wasm");
+      register(llama);
+      if (wasm) register(wasm);
+      const model = await loadModel(ggufPath);
+      assert.equal(model.backend, "llama_cpp", why);
+      assert.equal(llama.loaded.length, 1, why);
+      await model.close();
+    }
+  });
+
+  it("naming none or itself keeps the chosen backend; a pinned backend is not asked", async () => {
+    for (const faster of [undefined, "llama_cpp"]) {
+      clearRegistry();
+      const llama = naming(faster);
+      register(llama);
+      register(new FakeBackend({ name: "wasm", extension: ".gguf" }));
+      const model = await loadModel(ggufPath);
+      assert.equal(model.backend, "llama_cpp");
+      await model.close();
+    }
+    clearRegistry();
+    const llama = naming("wasm");
+    register(llama);
+    register(new FakeBackend({ name: "wasm", extension: ".gguf" }));
+    const pinned = await loadModel(ggufPath, { backend: "llama_cpp" });
+    assert.equal(pinned.backend, "llama_cpp");
+    assert.equal(llama.asked.length, 0);
+    await pinned.close();
+  });
+
+  it("an error from fasterBackendFor (a refused setting) reaches the caller", async () => {
+    const llama = Object.assign(new FakeBackend({ name: "llama_cpp", extension: ".gguf" }), {
+      fasterBackendFor: async (): Promise<string | undefined> => {
+        throw new InferenceError("INVALID_OPTION", "INFER_GGUF_BACKEND=gpu: expected ...");
+      },
+    });
+    register(llama);
+    await assertCode(loadModel(ggufPath), "INVALID_OPTION");
   });
 });

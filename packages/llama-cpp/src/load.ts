@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { contextLengthWarnings, InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
 import { describeQuantization, elementCount } from "@infer/formats";
 import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
+import { defaultThreads } from "./choice.js";
 import { createDraftPredictor } from "./draft-predictor.js";
 import { assertAdapterMetadata, assertGgufFile } from "./gguf.js";
 import { assertContextFits, assertKvTypeFits } from "./memory.js";
@@ -40,7 +41,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
   }
 
   const llama = await getRuntime();
-  const threads = options.threads ?? llama.cpuMathCores;
+  const threads = options.threads ?? defaultThreads(llama.cpuMathCores);
   const slots = options.parallelSlots ?? DEFAULT_PARALLEL_SLOTS;
   const disposers: (() => Promise<void>)[] = [];
   try {

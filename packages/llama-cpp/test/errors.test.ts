@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { getBackend, isInferenceError, listBackends, loadModel, type ErrorCode, type ProbeEvent } from "@infer/core";
+import { defaultThreads } from "../src/choice.js";
 import "../src/index.js";
 import type { LlamaCppModel } from "../src/index.js";
 import { getRuntime } from "../src/runtime.js";
@@ -92,12 +93,12 @@ describe("with the stories260K file", { skip: skipWithoutStories }, () => {
     await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: text }), rejectsWith("MODEL_FORMAT", text));
   });
 
-  test("threads default to llama.cpp's count of physical cores; probes see each token", async () => {
+  test("threads default to one fewer than llama.cpp's count of physical cores (defaultThreads); probes see each token", async () => {
     const events: ProbeEvent[] = [];
     const { threads: _threads, ...withoutThreads } = TEST_LOAD;
     const model = (await loadModel(STORIES_GGUF, { ...withoutThreads, parallelSlots: 1, probe: (e) => events.push(e) })) as LlamaCppModel;
     try {
-      assert.equal(model.threads, (await getRuntime()).cpuMathCores);
+      assert.equal(model.threads, defaultThreads((await getRuntime()).cpuMathCores));
       assert.ok(model.threads >= 1);
       const result = await model.generateText("Once", { temperature: 0, maxTokens: 5 });
       const tokens = events.filter((e) => e.kind === "token");

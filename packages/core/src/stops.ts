@@ -109,34 +109,3 @@ export class SequenceStopper {
     return out;
   }
 }
-
-/**
- * Runs a backend's token stream through a `SequenceStopper` until EOS, a stop
- * string or `maxTokens`: every released token goes to `onToken` (and into the
- * returned list), and the stream is closed when the stopper ends it. Errors of
- * the stream propagate; the tokens released before them are in `tokens`.
- */
-export async function collectStopped(
-  stream: AsyncGenerator<Token, FinishReason | void, undefined>,
-  stopper: SequenceStopper,
-  tokens: Token[] = [],
-  onToken?: (token: Token) => void,
-): Promise<{ tokens: Token[]; finishReason: FinishReason }> {
-  const release = (released: Token[]) => {
-    tokens.push(...released);
-    if (onToken) for (const token of released) onToken(token);
-  };
-  try {
-    for (;;) {
-      const step = await stream.next();
-      if (step.done) {
-        release(stopper.flush());
-        return { tokens, finishReason: step.value ?? "stop" };
-      }
-      release(stopper.push(step.value));
-      if (stopper.done) return { tokens, finishReason: stopper.done };
-    }
-  } finally {
-    await stream.return(undefined);
-  }
-}

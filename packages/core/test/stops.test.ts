@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { collectStopped, SequenceStopper } from "../src/index.js";
+import { SequenceStopper } from "../src/index.js";
 
 const tok = (id: number, text: string) => ({ id, text });
 
@@ -128,31 +128,4 @@ test("random streams agree with a direct computation", () => {
     assert.equal(out.join(""), expectedText, context);
     assert.equal(stopper.done, expectedDone, context);
   }
-});
-
-test("collectStopped: releases tokens through onToken, closes the stream at a stop string, returns the reason", async () => {
-  let closed = false;
-  async function* stream() {
-    try {
-      for (const text of ["a", "b", "S", "T", "c"]) yield { id: text.charCodeAt(0), text };
-      return "stop" as const;
-    } finally {
-      closed = true;
-    }
-  }
-  const seen: string[] = [];
-  const result = await collectStopped(stream(), new SequenceStopper({ stopStrings: ["ST"] }), [], (t) => seen.push(t.text));
-  assert.equal(result.finishReason, "stop");
-  assert.deepEqual(
-    result.tokens.map((t) => t.text),
-    ["a", "b"],
-  );
-  assert.deepEqual(seen, ["a", "b"]);
-  assert.equal(closed, true, "the stream is closed when the stopper ends it");
-
-  const natural = await collectStopped(stream(), new SequenceStopper({ maxTokens: 10 }));
-  assert.equal(natural.finishReason, "stop");
-  assert.equal(natural.tokens.length, 5);
-  const limited = await collectStopped(stream(), new SequenceStopper({ maxTokens: 2 }));
-  assert.equal(limited.finishReason, "length");
 });

@@ -3,9 +3,9 @@
 // under dist/bundle, which the package's "exports" point at.
 //
 // Why: Node's ES module loader does work and leaves garbage for every module it loads, and
-// importing @infer/core and @infer/wasm loads 72 modules, 10 as bundles. The bundles import in
-// 15-19 ms instead of 47-57, and the loading leaves V8's heap smaller: a bench run of
-// SmolLM2-135M Q8_0 at 2 threads peaks 5 MiB lower (docs/performance.md, "Peak memory").
+// importing @infer/core and @infer/wasm loads one module per source file, several times as
+// many as the bundles. The bundles import in a fraction of the time, and the loading leaves
+// V8's heap smaller, so a run's peak memory is lower too (docs/performance.md, "Peak memory").
 //
 // What is bundled:
 //  - every export whose "default" is ./dist/bundle/NAME.js, from the module its "types" names

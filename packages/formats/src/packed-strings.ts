@@ -3,9 +3,10 @@
  * between them, decoded only when an item is read.
  *
  * Why not `string[]`: a GGUF vocabulary holds 150,000 tokens and as many
- * merges. As JavaScript strings those cost 15-20 MiB of heap, and building
- * them all at once makes V8 promote every one and grow its young generation
- * (peak RSS, issue #5); as bytes they take a tenth of that, outside the heap,
+ * merges. As JavaScript strings each carries an object header besides its
+ * characters, and building them all at once makes V8 promote every one and
+ * grow its young generation (peak RSS, issue #5); as bytes they take a small
+ * fraction of that, outside the heap,
  * and a vocabulary can look tokens up by their bytes (as llama.cpp does).
  */
 

@@ -13,9 +13,9 @@
 // of values run in f32x4, four keys per pass, two query heads at a time;
 // the softmax in f32x4 too, with a polynomial exponential (exp4). A group's
 // query heads take each block of 64 positions in turn, so the block is read
-// from memory once and from the L1 cache by the rest (SmolLM2's shape: decode
-// at 1000 positions 1.3 x, as one query head at a time reread its KV head's
-// 1.5 MB per layer from beyond the L2 cache).
+// from memory once and from the L1 cache by the rest (one query head at a
+// time would reread its KV head's keys and values, which at long contexts
+// outgrow the L2 cache, once per query head).
 
 import { horizontalSum } from "./dot";
 import { exp4 } from "./exp";

@@ -1,8 +1,8 @@
 // The light steps between the matmuls (RMSNorm, RoPE, residual and bias adds),
 // computed as src/kernels/ops.ts computes them, in float64 where it does and
 // in the same order, so both give the same bits. They run on the calling
-// thread: a prefill chunk's norms take tens of microseconds here, less than
-// handing them to the pool would cost.
+// thread: even a prefill chunk's norms are less work than handing them to the
+// pool would cost.
 
 /**
  * out[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * (unitOffset + weight)
@@ -92,8 +92,8 @@ export function addRepeated(x: usize, y: usize, count: i32, period: i32): void {
 /**
  * The index of the largest of x[0, count), the first one on ties, NaNs never
  * chosen, 0 when nothing beats -Infinity: sampling.ts's `argmax`, for greedy
- * decoding over a vocabulary of logits (150,000 compares a token, 0.7 ns each
- * in JavaScript). Two accumulators of four lanes keep each lane's best value
+ * decoding over a vocabulary of logits (a compare per vocabulary entry every
+ * token, one at a time in JavaScript). Two accumulators of four lanes keep each lane's best value
  * and its first index; the lanes then settle on the largest value and, among
  * equals, the smallest index, which is the first occurrence overall.
  */

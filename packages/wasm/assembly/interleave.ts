@@ -3,9 +3,9 @@
 // stream of memory reads four rows at a time. Each activation vector is loaded
 // once for four rows and the per-block float work (int-to-float, the scales,
 // Q4_0's -8 offset) runs once per four rows on a vector whose lane k is row k's.
-// (Four rows read from four places at once measured 0.72 x one row at a time
-// when the weights stream from memory; interleaved, the same arithmetic
-// measured 1.4 x for Q4_0 and 1.1-1.3 x for Q8_0; Q5_0's, 1.52 x its plain rows.)
+// (Four rows read from four places at once ran slower than one row at a time
+// when the weights stream from memory; interleaved, the same arithmetic runs
+// faster than the plain rows for each of these types.)
 //
 // Layouts Q4_0_X4, Q8_0_X4 and Q5_0_X4 (the bytes of Q4_0 / Q8_0 / Q5_0, moved), for rows R,
 // B = cols / 32 blocks, and P = 16 (Q4_0's nibbles), 32 (Q8_0's quants) or 20 (Q5_0's fifth
@@ -30,16 +30,14 @@
 // read by the caller) as soon as they are computed. V8 keeps memory accesses in program order
 // but lays out the pure work between them level by level: all of a block's loads, then every
 // unpack, then every product. For four rows that holds ~20 vectors at once, more than the 15
-// registers it allocates, and it spilled a third of them to its stack each block. A store after
-// each row keeps the next row's loads (and so its work) behind it, and a block runs without
-// spills (x64 instructions per block of four rows, Q4_0: 135 with 29 stack moves before, 107 with
-// 2 after; Q8_0: 130 with 27, 113 with none; kernel A/B 1.13-1.15 x and 1.07-1.2 x). Their
-// vector constants are loaded once before the loop (V8 rebuilds a vector constant written inline
-// at each use, three instructions, inside the loop): a further 1.05 x for Q4_0. The four block
-// scales convert the short way of finite halves (four instructions against ten) while the loop
-// tracks their largest magnitude; a group with an infinite or NaN scale, which a real model does
+// registers it allocates, and it spilled many of them to its stack each block. A store after
+// each row keeps the next row's loads (and so its work) behind it, and a block runs (nearly)
+// without spills, in fewer instructions. Their vector constants are loaded once before the loop
+// (V8 rebuilds a vector constant written inline at each use, three instructions, inside the
+// loop). The four block scales convert the short way of finite halves (four instructions
+// against ten) while the loop tracks their largest magnitude; a group with an infinite or NaN scale, which a real model does
 // not have, is computed again with the full conversion, so every group gets the same bits as
-// with the full one (1.08 x Q4_0, 1.04-1.07 x Q8_0).
+// with the full one.
 
 import { widenQuants } from "./decode";
 import { FINITE_MASK, finiteHalvesWith, HALF_SCALE_OVER_4096, halfConstant, halfToFloat, halvesToFloats, halvesToFloatsWith, upperHalves } from "./half";
@@ -296,7 +294,7 @@ class GroupLoop {
       // magnitude, so exact in f32; the 1 / 4096 is in the weight scales (c0), a power of two, so
       // the same bits as scaling the sums, for no instruction at all. (The relaxed build runs this
       // same loop: its 8-bit products would need the lanes turned back into unsigned nibbles and
-      // the activations narrowed per block, which measured 0.92 x this.)
+      // the activations narrowed per block, which costs more than it saves.)
       // Each row's products finish before the next row's loads (sink, header).
       const r0 = GroupLoop.rowDot(g, 0, kind, x0, x1, x2, x3, mask, k0, k1, k2, k3);
       v128.store(sink, r0);

@@ -145,7 +145,7 @@ function quantizeRows(x: usize, count: i32, cols: i32, xq: usize, xd: usize, xs:
  * Rounds to nearest (ties to even); |v * inverse| <= 127, so the int16 narrowing never saturates.
  * Adding 1.5 * 2^23 (magic) to a float of magnitude below 2^22 rounds it to an integer held in the
  * low mantissa bits, so subtracting the constant's bits gives the int32: two instructions where
- * f32x4.nearest and i32x4.trunc_sat_f32x4_s take several (1.35x for the whole quantization).
+ * f32x4.nearest and i32x4.trunc_sat_f32x4_s take several, in the quantization's innermost loop.
  */
 function roundToInt(v: v128, inverse: v128, magic: v128): v128 {
   return i32x4.sub(f32x4.add(f32x4.mul(v, inverse), magic), magic);

@@ -13,8 +13,8 @@
 // (dotPackedTile): each activation vector feeds the four rows and lanes are
 // rows, summed across at the end of each block; twenty loads per sixteen
 // products, half of them V8's reloads of the block from its stack. Per token
-// the 8-token pass is 1.23-1.25 x faster (kernel A/B, batch 128, Q8_0, Q4_0,
-// Q4_K, Q6_K) but computes its padding lanes too, so it pays from seven tokens.
+// the 8-token pass is the faster one, for every weight type, but it computes
+// its padding lanes too, so it pays only from seven tokens.
 // Both give a row and token the one-row dot product's arithmetic: a block's exact
 // integer sum times (row scale * token scale), added in block order; a token's
 // bits do not depend on which pass it went through.
@@ -299,7 +299,7 @@ export function packRowsF32(rows: usize, cols: i32, packed: usize): void {
  * accumulates its chunks in order into one vector, summed across lanes at the
  * end, then the last cols % 4 elements from the unpacked rows (the arithmetic
  * of attention.ts's dotRows4), with each loaded weight vector feeding two
- * products. (Four chunks per loop pass, written out, measured 0.87 x this loop:
+ * products. (Four chunks per loop pass, written out, ran slower than this loop:
  * V8 spills the eight accumulators' inputs.)
  */
 export function dotPackedRowsF32x2(packed: usize, rows: usize, cols: i32, xa: usize, xb: usize, outA: usize, outB: usize): void {

@@ -3,6 +3,18 @@
  * self-attention through the KV cache. Each returns a new [tokens, dim] buffer
  * from the forward's scratch memory: valid until the next residual add, no
  * longer (see scratch.ts), so a block must not keep buffers across one.
+ *
+ * Buffer rules, for the blocks in arch/:
+ *  - x, the residual stream, belongs to the forward (ForwardScratch's
+ *    `forwardFloats`); in the blocks only `residual` writes it, in place.
+ *  - Every other buffer here comes from `scratch.floats`, and the `residual`
+ *    that ends a sublayer frees them all, its own `y` included; the next
+ *    sublayer and layer reuse that memory, so nothing carries over.
+ *  - Some steps work in place: `selfAttention` rotates q and k, `normHeads`
+ *    normalizes its input, and `gatedMlp` overwrites its gate products.
+ *  - What lasts past a forward is in the KV cache: `selfAttention` copies the
+ *    batch's k and v into it before it returns. The query observer gets q only
+ *    for the length of its call and must copy what it keeps.
  */
 import type { AttentionKernel, Kernels, WeightMatrix } from "../kernels/types.js";
 import { addBias, addInPlace, applyRope, gatedActivation, rmsNorm, type Activation } from "../kernels/ops.js";

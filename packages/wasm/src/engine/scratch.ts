@@ -7,11 +7,26 @@
  *
  * Lifetimes, so that memory stays one layer's worth rather than growing with
  * the layer count:
- *  - `forwardFloats`: valid until the next `begin` (the residual stream x).
+ *  - `forwardFloats`: valid until the next `begin`, that is, for one forward
+ *    call (the residual stream x).
  *  - `floats`: valid until the next `freeLayerBuffers`, which the residual
  *    add that ends each attention and MLP sublayer calls (layers.ts): only the
  *    residual stream crosses from one sublayer to the next, so the buffers
- *    made to compute what was just added to x are dead.
+ *    made to compute what was just added to x are dead. Taken after the last
+ *    residual add, they last until the next `begin`.
+ *  - Freed memory is handed out again at once: the next sublayer's buffers,
+ *    and every later layer's, are the same bytes (often the same Float32Array
+ *    objects, cached by start and length). A view kept too long does not
+ *    fail; it reads, and its writes corrupt, whatever buffer now lives there.
+ *  - `begin` hands back the overflow allocations and may replace a block with
+ *    a larger one, the old one released to the kernels' memory for any later
+ *    `allocate` (a KV cache, another model on the same kernels). So no buffer
+ *    from here outlives the forward that took it; what a forward returns (the
+ *    logits) lives elsewhere.
+ *  - Growing the WebAssembly memory invalidates nothing: it is shared memory,
+ *    whose buffer is never detached, so views made before a grow still address
+ *    the same bytes (kernels/wasm/arena.ts).
+ *  - `dispose` releases both blocks: no view may be used after it.
  *
  * The buffers are [tokens, width] arrays, so a block's need grows with the
  * batch: `begin` sizes each block for the coming batch from the most floats a

@@ -2,8 +2,9 @@ import { PackedStrings, sameBytes } from "@infer/formats";
 /**
  * A vocabulary's texts and the lookup from text to id, kept as UTF-8 bytes
  * in typed arrays: the packed texts and an open-addressing hash table of ids
- * keyed by those bytes. A `Map<string, number>` over 150,000 tokens holds
- * 15-20 MiB of JavaScript heap; this holds about a tenth, outside the heap.
+ * keyed by those bytes. A `Map<string, number>` over 150,000 tokens holds a
+ * string object and a map entry per token on the JavaScript heap; this holds a
+ * small fraction of that, outside the heap.
  * Lookups compare bytes, as llama.cpp's token-to-id map does.
  */
 

@@ -59,7 +59,7 @@ export class SharedArena {
     const address = this.takeFree(size, align) ?? this.takeTop(size, align);
     this.live.set(address, size);
     // Only bytes used before need zeroing: filling fresh memory would touch (commit) every page
-    // of a model file before it is read in, for nothing (about 1 s per GB here).
+    // of a model file before it is read in, for nothing (a second pass over gigabytes of weights).
     if (address < this.neverUsedFrom) this.bytes.fill(0, address, Math.min(address + size, this.neverUsedFrom));
     this.neverUsedFrom = Math.max(this.neverUsedFrom, address + size);
     return address;

@@ -31,8 +31,8 @@ export interface WasmKernelOptions {
   /**
    * Bytes read (weights times batch, or keys and values) below which a call is
    * not worth waking another thread for: a call uses at most one thread per this
-   * many bytes. Default 64 KiB (a few microseconds of one core's work; between
-   * a decode step's calls the workers are polling, not asleep); 0 always uses every thread.
+   * many bytes. Default 64 KiB (little work for one core, yet worth sharing since
+   * between a decode step's calls the workers are polling, not asleep); 0 always uses every thread.
    */
   minBytesPerThread?: number;
   /**
@@ -99,9 +99,8 @@ function loadModule(build: keyof typeof BUILDS): Promise<WasmModule> {
 
 export async function createWasmKernels(options: WasmKernelOptions = {}): Promise<Kernels> {
   const threads = options.threads ?? physicalCoreCount();
-  // 64 KiB: SmolLM2-135M's Q4_0 attention output matrix (187 KB) then splits across two threads,
-  // decode 1.03-1.04 x (alternating processes, 2026-11-24; 128 KiB ran it on one, 32 or 16 KiB
-  // changed nothing more, nor the Q8_0 and larger models).
+  // 64 KiB: small models' smallest matrices (a 135M model's Q4_0 attention output) still split
+  // across two threads, which pays off in decode; a lower bound splits nothing more that matters.
   const minBytesPerThread = options.minBytesPerThread ?? 64 * 1024;
   if (!Number.isInteger(threads) || threads < 1) {
     throw new InferenceError("INVALID_OPTION", `threads must be a positive integer, got ${threads}`);

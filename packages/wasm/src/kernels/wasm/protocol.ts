@@ -177,16 +177,14 @@ export interface WorkerSetup {
 }
 
 /**
- * Polls of the control block before sleeping in Atomics.wait (about 0.1 ms, ~5 ns
- * a poll on the machine of docs/performance.md): long enough to bridge the main
- * thread's work between two kernel calls of a decode step (norms, RoPE,
- * sampling), so workers stay awake for a whole forward pass; waking a sleeping
- * thread costs more than polling. (2000 polls let workers fall asleep mid-token:
- * SmolLM2-shape Q8_0 decode at 2 threads ran ~69 tok/s, 20000 ~80. 2,000,000,
- * about 10 ms, made the first 128 tokens after load 3-5% faster, bridging V8's
- * compile-time gaps too, but an idle pool then burns a core for 10 ms after each
- * burst of work: the test suite, two processes on two cores, took 63 s instead of 43.
- * 100,000 measured level with 20000 in warm and cold decode, SmolLM2 and Qwen2.5 shapes.)
+ * Polls of the control block before sleeping in Atomics.wait: long enough to
+ * bridge the main thread's work between two kernel calls of a decode step
+ * (norms, RoPE, sampling), so workers stay awake for a whole forward pass;
+ * waking a sleeping thread costs more than polling. Far fewer polls let workers
+ * fall asleep mid-token, which slows decoding; far more also bridge V8's
+ * compile-time gaps after load, but then an idle pool burns a core after each
+ * burst of work, which costs more than it saves wherever cores are shared
+ * (other processes, the test suite). Between those, decode speed is flat.
  */
 export const SPIN_LIMIT = 20000;
 
@@ -257,10 +255,10 @@ type RowsWork = (exports: KernelExports, control: Int32Array, index: number, sta
  * Calls `work` on this thread's rows of `total`: for a batch (prefill),
  * chunks claimed from Slot.CURSOR while any are left, since there each chunk is
  * long and threads on shared cores run at uneven speeds; for one activation row
- * (decode), the contiguous share `shareOf` gives, as there a job is a few
- * microseconds and a claim per chunk measured slower. (`work` is a plain
- * function of the control block, not a closure: a decode step makes ~150 of
- * these calls, and nothing in them allocates.)
+ * (decode), the contiguous share `shareOf` gives, as there a job is short and
+ * an atomic claim per chunk costs more than uneven shares do. (`work` is a plain
+ * function of the control block, not a closure: a decode step makes several of
+ * these calls per layer, and nothing in them allocates.)
  */
 function forEachShare(exports: KernelExports, control: Int32Array, index: number, threads: number, total: number, work: RowsWork): void {
   if (threads > 1 && control[Slot.ARGS + 6]! > 1) {

@@ -29,7 +29,7 @@ export function assertVocabulary(header: GgufHeader, arch: string): void {
     if (!tensor) continue;
     const [columns, rows] = tensor.shape;
     if (tensor.shape.length !== 2 || rows !== size) {
-      throw formatError(file, `tensor "${name}"`, `has shape [${tensor.shape}], not [${embedding ?? "embedding_length"}, ${size}] for a vocabulary of ${size} tokens`);
+      throw formatError(file, `tensor "${name}"`, `has shape [${tensor.shape.join(", ")}], not [${embedding ?? "embedding_length"}, ${size}] for a vocabulary of ${size} tokens`);
     }
     if (embedding !== undefined && columns !== embedding) {
       throw formatError(file, `tensor "${name}"`, `has rows of ${columns}, not ${arch}.embedding_length ${embedding}`);

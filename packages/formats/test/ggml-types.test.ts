@@ -34,6 +34,23 @@ describe("ggml type layouts", () => {
     assert.equal(rowBytes(GgmlType.F16, 3), 6);
   });
 
+  it("knows the sizes of the types it cannot decode, so files holding them parse (ggml-common.h's block structs)", () => {
+    const sizes: [GgmlType, number, number][] = [
+      [GgmlType.IQ2_XXS, 256, 2 + 64],
+      [GgmlType.IQ3_S, 256, 2 + 104 + 4],
+      [GgmlType.IQ4_XS, 256, 2 + 2 + 4 + 128],
+      [GgmlType.IQ4_NL, 32, 2 + 16],
+      [GgmlType.TQ1_0, 256, 2 + 4 + 48],
+      [GgmlType.MXFP4, 32, 1 + 16],
+      [GgmlType.NVFP4, 64, 4 + 32],
+      [GgmlType.I64, 1, 8],
+    ];
+    for (const [type, blockSize, bytesPerBlock] of sizes) {
+      assert.deepEqual([typeInfo(type).blockSize, typeInfo(type).bytesPerBlock], [blockSize, bytesPerBlock], GgmlType[type]);
+      assertInferenceError(() => dequantize(type, new Uint8Array(bytesPerBlock), blockSize), "UNSUPPORTED_DTYPE", [GgmlType[type]!]);
+    }
+  });
+
   it("rejects rows that are not whole blocks and unknown type ids", () => {
     assertInferenceError(() => rowBytes(GgmlType.Q8_0, 33), "MODEL_FORMAT", ["Q8_0", "33"]);
     assertInferenceError(() => typeInfo(99 as GgmlType), "UNSUPPORTED_DTYPE", ["99"]);

@@ -8,6 +8,7 @@ import { createDraftPredictor } from "./draft-predictor.js";
 import { assertAdapterMetadata, assertGgufFile } from "./gguf.js";
 import { assertContextFits, assertKvTypeFits } from "./memory.js";
 import { LlamaCppModel } from "./model.js";
+import { assertLlamaCppCanRead } from "./validate.js";
 import { asLlamaTokens, getRuntime, nodeLlamaCpp, withLlamaLog } from "./runtime.js";
 
 const DEFAULT_PARALLEL_SLOTS = 4;
@@ -29,6 +30,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
   await assertGgufFile(path);
   if (options.adapterPath !== undefined) await assertAdapter(options.adapterPath);
   if (options.draftModel !== undefined) await assertGgufFile(options.draftModel, "draft model");
+  await assertLlamaCppCanRead(path, options);
 
   // llama.cpp keeps the cell count in 32 bits; past that it would wrap, not fail.
   if ((options.contextLength ?? 0) * (options.parallelSlots ?? DEFAULT_PARALLEL_SLOTS) > MAX_CONTEXT_CELLS) {

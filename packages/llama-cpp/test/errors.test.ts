@@ -42,7 +42,7 @@ test("a non-GGUF file is MODEL_FORMAT naming the file", async () => {
   await assert.rejects(loadModel(path, TEST_LOAD), rejectsWith("MODEL_FORMAT", path, "not a GGUF"));
 });
 
-test("a GGUF header without a model is MODEL_FORMAT from llama.cpp, naming the file", async () => {
+test("a GGUF header without a model is MODEL_FORMAT naming the file", async () => {
   const path = join(scratch, "empty.gguf");
   const bytes = Buffer.alloc(64);
   bytes.write("GGUF", 0, "latin1");

@@ -1,0 +1,43 @@
+// Every file llama.cpp is handed is read first by @infer/formats' bounded parser and checked against
+// what llama.cpp asserts on: a corrupt file is then a MODEL_FORMAT naming the field, never a process
+// abort (GGML_ASSERT), nor minutes and gigabytes spent before llama.cpp's own reader gives up.
+import type { LoadOptions } from "@infer/core";
+import { type GgufHeader, getNumber, getString } from "@infer/formats";
+import { readGgufHeader } from "@infer/formats/node";
+import { assertHyperparameters } from "./hparams.js";
+import { assertVocabulary } from "./vocab-check.js";
+import { formatError } from "./format-error.js";
+
+/**
+ * Checks the model file and, when given, the LoRA adapter and the draft model,
+ * before node-llama-cpp reads any of them. The files are known to exist and
+ * to start with a GGUF preamble (assertGgufFile): this reads each header and
+ * tensor table whole, every count and length bounded by the file's size, so
+ * every tensor's data lies inside the file, aligned, with a known type.
+ */
+export async function assertLlamaCppCanRead(path: string, options: Pick<LoadOptions, "adapterPath" | "draftModel">): Promise<void> {
+  await assertModelFile(path);
+  if (options.adapterPath !== undefined) await assertAdapterFile(options.adapterPath);
+  if (options.draftModel !== undefined) await assertModelFile(options.draftModel);
+}
+
+/** A model: its header, hyperparameters and vocabulary as llama.cpp reads them. */
+export async function assertModelFile(path: string): Promise<GgufHeader> {
+  const header = await readGgufHeader(path);
+  const { metadata } = header;
+  if (getString(metadata, "general.type") === "adapter") {
+    throw formatError(path, "general.type", 'is "adapter": this is a LoRA adapter, not a model (pass it as adapterPath)');
+  }
+  const arch = getString(metadata, "general.architecture", true);
+  assertHyperparameters(header, arch);
+  assertVocabulary(header, arch);
+  return header;
+}
+
+/** A LoRA adapter: its header and tensor table, and a finite alpha (llama.cpp scales every delta by it). */
+export async function assertAdapterFile(path: string): Promise<GgufHeader> {
+  const header = await readGgufHeader(path);
+  const alpha = getNumber(header.metadata, "adapter.lora.alpha");
+  if (alpha !== undefined && !Number.isFinite(alpha)) throw formatError(path, "adapter.lora.alpha", `is ${alpha}, not a finite number`);
+  return header;
+}

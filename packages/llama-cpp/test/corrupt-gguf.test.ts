@@ -1,0 +1,194 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { before, describe, test } from "node:test";
+import { isInferenceError } from "@infer/core";
+import { GgmlType, type GgufValue, GgufValueType } from "@infer/formats";
+import { readGguf, writeGgufFile } from "@infer/formats/node";
+import { assertLlamaCppCanRead, assertModelFile } from "../src/validate.js";
+import { skipWithoutStories, STORIES_GGUF } from "./fixtures.js";
+import { loadWasmKit, wasmBuildMissing } from "./wasm-link.js";
+
+const LOAD_CHILD = fileURLToPath(new URL("./load-child.js", import.meta.url));
+
+/** Where the `u64 length | bytes` encoding of `text` starts in `bytes` (a metadata key or tensor name). */
+function stringAt(bytes: Buffer, text: string): number {
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(Buffer.byteLength(text)));
+  const at = bytes.indexOf(Buffer.concat([length, Buffer.from(text)]));
+  assert.ok(at >= 0, `"${text}" is not in the file`);
+  return at;
+}
+
+/** The offset of the value of a scalar metadata key: after the key and its u32 value type. */
+const valueAt = (bytes: Buffer, key: string) => stringAt(bytes, key) + 8 + Buffer.byteLength(key) + 4;
+/** The offset of a tensor info's first dimension: after its name and its u32 n_dims. */
+const shapeAt = (bytes: Buffer, name: string) => stringAt(bytes, name) + 8 + Buffer.byteLength(name) + 4;
+
+interface Mutant {
+  /** What was changed, and what the error's field must name. */
+  name: string;
+  field: string;
+  mutate(bytes: Buffer): void;
+}
+
+/**
+ * Corruptions of stories260K each of which, before the header was validated,
+ * aborted the process (GGML_ASSERT, or node's fs.read asserting on a length
+ * of 2^31 or more) or took minutes and gigabytes before failing.
+ */
+const MUTANTS: Mutant[] = [
+  { name: "first key's length 2^31", field: "metadata key #0 (string length)", mutate: (b) => b.writeBigUInt64LE(2n ** 31n, 24) },
+  { name: "first key's length 2^63", field: "metadata key #0 (string length)", mutate: (b) => b.writeBigUInt64LE(2n ** 63n, 24) },
+  { name: "block_count 65535", field: "llama.block_count", mutate: (b) => b.writeUInt32LE(65535, valueAt(b, "llama.block_count")) },
+  {
+    name: "rms epsilon NaN",
+    field: "llama.attention.layer_norm_rms_epsilon",
+    mutate: (b) => b.writeFloatLE(Number.NaN, valueAt(b, "llama.attention.layer_norm_rms_epsilon")),
+  },
+  {
+    name: "rms epsilon -1",
+    field: "llama.attention.layer_norm_rms_epsilon",
+    mutate: (b) => b.writeFloatLE(-1, valueAt(b, "llama.attention.layer_norm_rms_epsilon")),
+  },
+  {
+    name: "a tensor name's length one longer",
+    field: "tensor",
+    mutate: (b) => b.writeBigUInt64LE(BigInt("blk.0.attn_q.weight".length + 1), stringAt(b, "blk.0.attn_q.weight")),
+  },
+  {
+    name: "a tensor's data offset past the end",
+    field: 'tensor "output_norm.weight" offset',
+    // One dimension (u64), the type (u32), then the offset: an aligned one far past the file's end.
+    mutate: (b) => b.writeBigUInt64LE(BigInt(b.length) * 64n, shapeAt(b, "output_norm.weight") + 8 + 4),
+  },
+  { name: "head_count 0", field: "llama.attention.head_count", mutate: (b) => b.writeUInt32LE(0, valueAt(b, "llama.attention.head_count")) },
+  {
+    name: "head_count_kv 3, not dividing 8 heads",
+    field: "llama.attention.head_count_kv",
+    mutate: (b) => b.writeUInt32LE(3, valueAt(b, "llama.attention.head_count_kv")),
+  },
+  {
+    name: "token_embd for 511 tokens, the vocabulary holding 512",
+    field: 'tensor "token_embd.weight"',
+    mutate: (b) => b.writeBigUInt64LE(511n, shapeAt(b, "token_embd.weight") + 8),
+  },
+];
+
+/** stories260K rewritten with `extra` metadata (keys it lacks, so its bytes cannot just be patched). */
+async function writeWithMetadata(path: string, extra: Record<string, GgufValue>): Promise<void> {
+  const source = await readGguf(STORIES_GGUF);
+  const metadata = new Map([...source.metadata, ...Object.entries(extra)]);
+  await writeGgufFile(path, {
+    metadata,
+    tensors: source.tensors.map((t) => ({ name: t.name, shape: t.shape, type: t.type, data: source.tensorData(t) })),
+  });
+}
+
+/** Corruptions that add keys, each aborting llama.cpp (GGML_ASSERT) before. */
+const ADDED_KEYS: { name: string; field: string; extra: Record<string, GgufValue> }[] = [
+  {
+    name: "expert_used_count 4 > expert_count 2",
+    field: "llama.expert_used_count",
+    extra: {
+      "llama.expert_count": { type: GgufValueType.UINT32, value: 2 },
+      "llama.expert_used_count": { type: GgufValueType.UINT32, value: 4 },
+    },
+  },
+  {
+    name: "an unknown rope scaling type",
+    field: "llama.rope.scaling.type",
+    extra: { "llama.rope.scaling.type": { type: GgufValueType.STRING, value: "spiral" } },
+  },
+];
+
+describe("corrupt GGUF files are MODEL_FORMAT naming the field, before llama.cpp reads them", { skip: skipWithoutStories }, () => {
+  const cases: { name: string; field: string; path: string }[] = [];
+  before(async () => {
+    const dir = await mkdtemp(join(tmpdir(), "infer-corrupt-gguf-"));
+    const original = await readFile(STORIES_GGUF);
+    for (const [i, { name, field, mutate }] of MUTANTS.entries()) {
+      const bytes = Buffer.from(original);
+      mutate(bytes);
+      const path = join(dir, `mutant-${i}.gguf`);
+      await writeFile(path, bytes);
+      cases.push({ name, field, path });
+    }
+    for (const [i, { name, field, extra }] of ADDED_KEYS.entries()) {
+      const path = join(dir, `added-${i}.gguf`);
+      await writeWithMetadata(path, extra);
+      cases.push({ name, field, path });
+    }
+  });
+
+  test("each mutant, loaded (and generated from) in a child process, is refused at load without aborting it", () => {
+    const child = spawnSync(process.execPath, [LOAD_CHILD, ...cases.map((c) => c.path)], { encoding: "utf8", timeout: 120_000 });
+    const lines = child.stdout.trim().split("\n").filter(Boolean);
+    const last = cases[lines.length]?.name;
+    assert.equal(child.status, 0, `the child died (signal ${child.signal}) at mutant "${last}": ${child.stderr.slice(-2000)}`);
+    assert.equal(lines.length, cases.length);
+    for (const [i, { name, field, path }] of cases.entries()) {
+      const outcome = JSON.parse(lines[i]!) as { path: string; code?: string; field?: string; message?: string };
+      assert.equal(outcome.path, path);
+      assert.equal(outcome.code, "MODEL_FORMAT", `${name}: ${lines[i]}`);
+      assert.ok(outcome.field?.startsWith(field), `${name}: field ${outcome.field}, expected ${field}`);
+      assert.ok(outcome.message?.includes(path), `${name}: ${outcome.message}`);
+    }
+  });
+});
+
+describe("the adapter and the draft model are checked as well", { skip: skipWithoutStories }, () => {
+  const refusal = (file: string, field: string) => (error: unknown) => {
+    assert.ok(isInferenceError(error, "MODEL_FORMAT"), String(error));
+    assert.equal(error.details.file, file);
+    assert.equal(error.details.field, field);
+    return true;
+  };
+
+  test("a corrupt draft model, an adapter with a NaN alpha, an adapter passed as a model", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "infer-corrupt-parts-"));
+    const draft = join(dir, "draft.gguf");
+    const bytes = await readFile(STORIES_GGUF);
+    bytes.writeUInt32LE(65535, valueAt(bytes, "llama.block_count"));
+    await writeFile(draft, bytes);
+    await assert.rejects(assertLlamaCppCanRead(STORIES_GGUF, { draftModel: draft }), refusal(draft, "llama.block_count"));
+
+    const adapter = join(dir, "nan-alpha.gguf");
+    const rank = 4;
+    await writeGgufFile(adapter, {
+      metadata: {
+        "general.architecture": "llama",
+        "general.type": "adapter",
+        "adapter.type": "lora",
+        "adapter.lora.alpha": { type: GgufValueType.FLOAT32, value: Number.NaN },
+      },
+      tensors: [
+        { name: "blk.0.attn_q.weight.lora_a", shape: [64, rank], type: GgmlType.F32, data: new Float32Array(64 * rank) },
+        { name: "blk.0.attn_q.weight.lora_b", shape: [rank, 64], type: GgmlType.F32, data: new Float32Array(64 * rank) },
+      ],
+    });
+    await assert.rejects(assertLlamaCppCanRead(STORIES_GGUF, { adapterPath: adapter }), refusal(adapter, "adapter.lora.alpha"));
+    await assert.rejects(assertLlamaCppCanRead(STORIES_GGUF, { draftModel: adapter }), refusal(adapter, "general.type"));
+  });
+});
+
+describe("valid models pass the checks", () => {
+  test("stories260K", { skip: skipWithoutStories }, async () => {
+    const header = await assertModelFile(STORIES_GGUF);
+    assert.equal(header.tensors.length, 48);
+  });
+
+  test("the random models of every architecture the wasm backend writes", { skip: wasmBuildMissing }, async () => {
+    const { writeRandomGguf } = await loadWasmKit();
+    const dir = await mkdtemp(join(tmpdir(), "infer-valid-gguf-"));
+    for (const architecture of ["llama", "qwen2", "qwen3", "gemma3", "phi3"]) {
+      const path = join(dir, `${architecture}.gguf`);
+      await writeRandomGguf(path, { architecture, seed: 7 });
+      const header = await assertModelFile(path);
+      assert.ok(header.tensors.length > 0, architecture);
+    }
+  });
+});

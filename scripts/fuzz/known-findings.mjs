@@ -1,0 +1,159 @@
+// Findings already reported, with fixes under way elsewhere (issue #21: a GGUF validation in front of
+// llama.cpp). A campaign counts a matching case as `known`, not new; `--skip-known` does not even run it (a
+// llama.cpp abort costs a child restart of seconds). Each predicate reads the mutant itself, so it also
+// catches the same fault reached by another mutation. Remove an entry when its fix lands, so the fuzzer
+// checks the fix.
+import { scanGguf } from "./mutate-gguf.mjs";
+
+const FLOAT32 = 6;
+const FLOAT64 = 12;
+/** llama.cpp's LLAMA_MAX_LAYERS. */
+const MAX_LAYERS = 512;
+
+/** The mutant's GGUF layout and its numeric metadata by key (last segment of the key), if it is a GGUF case. */
+function gguf(fuzzCase) {
+  const bytes = fuzzCase.files["model.gguf"];
+  if (!bytes) return undefined;
+  const layout = scanGguf(bytes);
+  const values = {};
+  for (const kv of layout.kvs) {
+    if (kv.width === 0 || kv.offset + kv.width > bytes.length) continue;
+    const name = kv.key.split(".").slice(1).join(".");
+    if (kv.type === FLOAT32) values[name] = bytes.readFloatLE(kv.offset);
+    else if (kv.type === FLOAT64) values[name] = bytes.readDoubleLE(kv.offset);
+    else if (kv.width === 4) values[name] = kv.type === 5 ? bytes.readInt32LE(kv.offset) : bytes.readUInt32LE(kv.offset);
+    else if (kv.width === 8) values[name] = Number(bytes.readBigUInt64LE(kv.offset));
+  }
+  const architecture = layout.kvs.find((kv) => kv.key === "general.architecture") ? architectureOf(bytes, layout) : undefined;
+  return { layout, values, architecture };
+}
+
+function architectureOf(bytes, layout) {
+  const field = layout.fields.find((f) => f.kind === "string_length" && f.key === "general.architecture");
+  return field ? bytes.subarray(field.offset + 8, field.offset + 8 + Number(field.value)).toString("utf8") : undefined;
+}
+
+/** Deepest bracket nesting of a JSON text (brackets inside strings counted too: a bound, not a parse). */
+function nestingDepth(bytes) {
+  let depth = 0;
+  let deepest = 0;
+  for (const byte of bytes) {
+    if (byte === 0x5b || byte === 0x7b) deepest = Math.max(deepest, ++depth);
+    else if (byte === 0x5d || byte === 0x7d) depth--;
+  }
+  return deepest;
+}
+
+export const KNOWN_FINDINGS = [
+  {
+    id: "llama-gguf-string-length",
+    backends: ["llama_cpp"],
+    outcomes: ["crash", "hang", "memory"],
+    issue: "#21",
+    about: "a GGUF string length of 2^31-1 or more aborts the process (node-llama-cpp's GGUF reader; SIGABRT)",
+    matches: (c) => gguf(c)?.layout.fields.some((f) => /length$/.test(f.kind) && f.value >= 0x7fffffffn),
+  },
+  {
+    id: "llama-gguf-malformed",
+    backends: ["llama_cpp"],
+    outcomes: ["crash", "hang", "memory"],
+    issue: "#21",
+    about:
+      "a GGUF whose header or tensor table does not parse (a changed tensor-name length, value type or dimension " +
+      "count; a table running past the file) takes minutes and gigabytes, or aborts",
+    matches(c) {
+      const layout = gguf(c)?.layout;
+      if (!layout) return false;
+      const pastMagic = layout.fields.some((f) => f.kind === "kv_count");
+      return (pastMagic && !layout.complete) || layout.fields.some((f) => f.kind === "tensor_n_dims" && f.value > 4n);
+    },
+  },
+  {
+    id: "llama-gguf-model-values",
+    backends: ["llama_cpp"],
+    outcomes: ["crash", "hang", "memory"],
+    issue: "#21",
+    about:
+      "out-of-range or inconsistent model metadata aborts llama.cpp (GGML_ASSERT): block_count over 512 (65535 " +
+      "seen), an RMS epsilon NaN or negative (at the first generation), a head count of 0, a RoPE dimension count " +
+      "other than the head size, phi3 key_length other than embedding_length / head_count",
+    matches(c) {
+      const g = gguf(c);
+      if (!g) return false;
+      const v = g.values;
+      const epsilon = v["attention.layer_norm_rms_epsilon"];
+      if (v.block_count > MAX_LAYERS) return true;
+      if (epsilon !== undefined && !(epsilon >= 0 && Number.isFinite(epsilon))) return true;
+      if (v["attention.head_count"] === 0 || v["attention.head_count_kv"] === 0) return true;
+      const headDim = v["attention.key_length"] ?? v.embedding_length / v["attention.head_count"];
+      if (v["rope.dimension_count"] !== undefined && v["rope.dimension_count"] !== headDim) return true;
+      const split = v.embedding_length / v["attention.head_count"];
+      return g.architecture === "phi3" && (v["attention.key_length"] !== split || v["attention.value_length"] !== split);
+    },
+  },
+  {
+    id: "llama-gguf-duplicate-token",
+    backends: ["llama_cpp"],
+    outcomes: ["crash"],
+    issue: "#21 (found by this fuzzer)",
+    about: "two equal strings in tokenizer.ggml.tokens abort llama.cpp (GGML_ASSERT id_to_token.size() == token_to_id.size())",
+    matches(c) {
+      const g = gguf(c);
+      if (!g) return false;
+      const bytes = c.files["model.gguf"];
+      const seen = new Set();
+      for (const f of g.layout.fields) {
+        if (f.kind !== "string_length" || f.key !== "tokenizer.ggml.tokens" || !f.element) continue;
+        // llama.cpp keeps token text as C strings: "i\0" is "i".
+        const token = bytes.toString("latin1", f.offset + 8, f.offset + 8 + Number(f.value)).split("\0")[0];
+        if (seen.has(token)) return true;
+        seen.add(token);
+      }
+      return false;
+    },
+  },
+  {
+    id: "chat-template-unbounded-loop",
+    backends: ["wasm", "llama_cpp"],
+    outcomes: ["hang", "memory"],
+    issue: "#21 (found by this fuzzer)",
+    about:
+      "a chat template looping 10^7 times or more (range(1000000000) builds the whole list first) renders " +
+      "without a step or memory budget: it hangs or takes gigabytes (both backends render with @huggingface/jinja)",
+    matches(c) {
+      const template = c.files["template.jinja"]?.toString("utf8");
+      if (!template) return false;
+      let steps = 1;
+      for (const [, count] of template.matchAll(/range\(\s*(\d+)\s*\)/g)) steps *= Number(count);
+      return steps >= 1e7;
+    },
+  },
+  {
+    id: "server-echoes-deep-value",
+    backends: ["wasm", "llama_cpp"],
+    outcomes: ["internal"],
+    issue: "#21 (found by this fuzzer)",
+    about:
+      "a request field holding a value nested thousands deep gets a 500 'Maximum call stack size exceeded': the " +
+      "server's 400 message quotes the value with JSON.stringify",
+    matches: (c) => c.files.body !== undefined && nestingDepth(c.files.body) >= 5000,
+  },
+  {
+    id: "wasm-safetensors-unaligned-data",
+    backends: ["wasm"],
+    outcomes: ["internal"],
+    issue: "#21 (found by this fuzzer)",
+    about:
+      "a safetensors header whose length leaves the data unaligned (e.g. after an entry is removed) fails with " +
+      "INTERNAL 'F32 weight data is not 4-byte aligned' instead of loading (or a typed MODEL_FORMAT)",
+    matches(c) {
+      const bytes = c.files["model.safetensors"];
+      return bytes !== undefined && bytes.length >= 8 && (8 + Number(bytes.readBigUInt64LE(0) % 8n)) % 4 !== 0;
+    },
+  },
+];
+
+/** The known finding a case matches on a backend, if any. */
+export function knownFinding(fuzzCase, backend) {
+  return KNOWN_FINDINGS.find((k) => k.backends.includes(backend) && k.matches(fuzzCase));
+}

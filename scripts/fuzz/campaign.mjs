@@ -24,7 +24,7 @@ export function makeCase(target, seeds, campaignSeed, index) {
 /**
  * options: seed, targets (names), backends, cases (per target and backend), seconds (wall clock in all),
  * jobs (children per backend), timeLimitMs, memoryLimitMiB, skipKnown, real (shared models as seeds too),
- * onResult(result) for progress. Returns { stats, findings, seconds }.
+ * only ({target, index}: that one case), onResult(result) for progress. Returns { stats, findings, seconds }.
  */
 export async function runCampaign(options) {
   const o = { ...DEFAULTS, ...options };
@@ -80,7 +80,8 @@ export async function runCampaign(options) {
   const runs = [];
   const workers = [];
   for (const backend of o.backends) {
-    const queue = roundRobin(targets.filter((t) => t.backends.includes(backend)), o.cases);
+    const eligible = targets.filter((t) => t.backends.includes(backend));
+    const queue = o.only ? single(eligible.find((t) => t.name === o.only.target), o.only.index) : roundRobin(eligible, o.cases);
     for (let slot = 0; slot < o.jobs; slot++) {
       const worker = new FuzzWorker({ backend, modelPath: seeds.tinyModel, timeLimitMs: o.timeLimitMs, memoryLimitMiB: o.memoryLimitMiB });
       workers.push(worker);
@@ -112,6 +113,18 @@ function roundRobin(targets, limit = Infinity) {
         }
       }
       return undefined;
+    },
+  };
+}
+
+/** One case (replaying a campaign's finding by its numbers). */
+function single(target, index) {
+  let given = target === undefined;
+  return {
+    next() {
+      if (given) return undefined;
+      given = true;
+      return { target, index };
     },
   };
 }

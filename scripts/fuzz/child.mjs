@@ -86,9 +86,13 @@ async function runCase({ dir, target, backend, modelPath }) {
 process.on("message", async (message) => {
   if (message.type === "warmup") {
     // Starts the backend's runtime (llama.cpp takes seconds) before any case's clock runs.
-    await loadAndGenerate(message.modelPath, message.backend).catch(() => {});
-    if (message.serve) await servedModel(message.backend, message.modelPath);
-    process.send({ type: "ready" });
+    try {
+      await loadAndGenerate(message.modelPath, message.backend);
+      await servedModel(message.backend, message.modelPath);
+      process.send({ type: "ready" });
+    } catch (error) {
+      process.send({ type: "ready", error: classify(error) });
+    }
     return;
   }
   const started = performance.now();

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // npm run fuzz -- [--seconds N] [--cases N] [--seed S] [--targets a,b] [--backends wasm,llama_cpp] [--jobs J]
-//                 [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet]
+//                 [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet] [--case target:index]
 // Mutation fuzzing of every parser through the public API; see docs/reliability.md.
 import { parseArgs } from "node:util";
 import { BAD, DEFAULTS, OUTCOMES, runCampaign } from "./campaign.mjs";
@@ -21,6 +21,7 @@ const { values } = parseArgs({
     real: { type: "boolean", default: false },
     save: { type: "boolean", default: false },
     quiet: { type: "boolean", default: false },
+    case: { type: "string" },
   },
 });
 
@@ -30,6 +31,8 @@ for (const name of targets ?? []) {
   if (!TARGETS.some((t) => t.name === name)) throw new Error(`unknown target '${name}' (targets: ${TARGETS.map((t) => t.name).join(", ")})`);
 }
 if (!values.seconds && !values.cases) values.seconds = "60";
+// --case target:index runs that one case of the campaign (the numbers a finding printed).
+const only = values.case ? { target: values.case.split(":")[0], index: Number(values.case.split(":")[1]) } : undefined;
 
 const result = await runCampaign({
   seed: Number(values.seed),
@@ -42,6 +45,7 @@ const result = await runCampaign({
   memoryLimitMiB: Number(values["memory-mb"]),
   skipKnown: values["skip-known"],
   real: values.real,
+  only,
   onResult: values.quiet
     ? undefined
     : (r) => {

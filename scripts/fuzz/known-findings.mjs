@@ -60,12 +60,16 @@ export const KNOWN_FINDINGS = [
     issue: "#21",
     about:
       "a GGUF whose header or tensor table does not parse (a changed tensor-name length, value type or dimension " +
-      "count; a table running past the file) takes minutes and gigabytes, or aborts",
+      "count; a table running past the file) takes minutes and gigabytes, or aborts; so does an empty key " +
+      "(GGML_ASSERT(!key.empty()))",
     matches(c) {
       const layout = gguf(c)?.layout;
       if (!layout) return false;
       const pastMagic = layout.fields.some((f) => f.kind === "kv_count");
-      return (pastMagic && !layout.complete) || layout.fields.some((f) => f.kind === "tensor_n_dims" && f.value > 4n);
+      return (
+        (pastMagic && !layout.complete) ||
+        layout.fields.some((f) => (f.kind === "tensor_n_dims" && f.value > 4n) || (f.kind === "key_length" && f.value === 0n))
+      );
     },
   },
   {
@@ -75,8 +79,9 @@ export const KNOWN_FINDINGS = [
     issue: "#21",
     about:
       "out-of-range or inconsistent model metadata aborts llama.cpp (GGML_ASSERT): block_count over 512 (65535 " +
-      "seen), an RMS epsilon NaN or negative (at the first generation), a head count of 0, a RoPE dimension count " +
-      "other than the head size, phi3 key_length other than embedding_length / head_count",
+      "seen), an RMS epsilon NaN or negative (at the first generation), a size or head count of 0, more heads than " +
+      "embedding values or KV heads than heads, a RoPE dimension count other than the head size, phi3 key_length " +
+      "other than embedding_length / head_count; a context_length of 2^31-1 makes the automatic context take gigabytes",
     matches(c) {
       const g = gguf(c);
       if (!g) return false;
@@ -84,7 +89,13 @@ export const KNOWN_FINDINGS = [
       const epsilon = v["attention.layer_norm_rms_epsilon"];
       if (v.block_count > MAX_LAYERS) return true;
       if (epsilon !== undefined && !(epsilon >= 0 && Number.isFinite(epsilon))) return true;
-      if (v["attention.head_count"] === 0 || v["attention.head_count_kv"] === 0) return true;
+      const sizes = ["embedding_length", "feed_forward_length", "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length"];
+      if (sizes.some((key) => v[key] === 0)) return true;
+      const heads = v["attention.head_count"];
+      const kvHeads = v["attention.head_count_kv"];
+      if (heads > v.embedding_length || kvHeads > heads || heads % kvHeads !== 0) return true;
+      // With contextSize "auto", llama.cpp sizes the KV cache from the trained context: gigabytes.
+      if (v.context_length > 1 << 20) return true;
       const headDim = v["attention.key_length"] ?? v.embedding_length / v["attention.head_count"];
       if (v["rope.dimension_count"] !== undefined && v["rope.dimension_count"] !== headDim) return true;
       const split = v.embedding_length / v["attention.head_count"];
@@ -118,14 +129,41 @@ export const KNOWN_FINDINGS = [
     outcomes: ["hang", "memory"],
     issue: "#21 (found by this fuzzer)",
     about:
-      "a chat template looping 10^7 times or more (range(1000000000) builds the whole list first) renders " +
-      "without a step or memory budget: it hangs or takes gigabytes (both backends render with @huggingface/jinja)",
+      "a chat template looping 10^7 times or more (range(1000000000) builds the whole list first), or nesting " +
+      "100 000 deep, renders without a step or memory budget: it hangs or takes gigabytes (both backends render " +
+      "with @huggingface/jinja)",
     matches(c) {
       const template = c.files["template.jinja"]?.toString("utf8");
       if (!template) return false;
       let steps = 1;
       for (const [, count] of template.matchAll(/range\(\s*(\d+)\s*\)/g)) steps *= Number(count);
-      return steps >= 1e7;
+      const nesting = Math.max(template.split("{% if").length, template.split("(").length) - 1;
+      return steps >= 1e7 || nesting >= 50000;
+    },
+  },
+  {
+    id: "llama-gguf-tensor-type",
+    backends: ["llama_cpp"],
+    outcomes: ["crash"],
+    issue: "#21 (found by this fuzzer)",
+    about: "a norm or bias tensor stored in another type than F32 aborts llama.cpp at the first generation (binary_op: unsupported types)",
+    matches(c) {
+      const layout = gguf(c)?.layout;
+      if (!layout) return false;
+      return layout.fields.some((f) => f.kind === "tensor_type" && /norm\.weight$|\.bias$/.test(f.name) && f.value !== 0n);
+    },
+  },
+  {
+    id: "llama-embed-context-overflow",
+    backends: ["llama_cpp"],
+    outcomes: ["internal"],
+    issue: "#21 (found by this fuzzer)",
+    about:
+      "an embeddings input longer than the context fails with INTERNAL (node-llama-cpp's 'Input is longer than the " +
+      "usable context size') instead of CONTEXT_OVERFLOW",
+    matches(c) {
+      const request = c.files["request.json"]?.toString("utf8");
+      return request !== undefined && JSON.parse(request).path === "/v1/embeddings" && c.files.body.length > 200;
     },
   },
   {

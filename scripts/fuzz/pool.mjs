@@ -10,16 +10,17 @@ const POLL_MS = 25;
 /** Starting a backend (llama.cpp's runtime) is not a case: it gets its own, generous limit. */
 const WARMUP_LIMIT_MS = 180_000;
 
-/** Peak resident memory of a process in MiB (VmHWM), or undefined once it is gone. */
-function peakMiB(pid) {
+/** A /proc/<pid>/status field in MiB (VmHWM: peak resident memory; VmRSS: now), or undefined once it is gone. */
+function statusMiB(pid, field) {
   try {
     const status = readFileSync(`/proc/${pid}/status`, "utf8");
-    const match = /VmHWM:\s+(\d+) kB/.exec(status);
+    const match = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status);
     return match ? Number(match[1]) / 1024 : undefined;
   } catch {
     return undefined;
   }
 }
+const peakMiB = (pid) => statusMiB(pid, "VmHWM");
 
 /** Resets the peak so the next reading is this case's own (Linux: "5" clears VmHWM). */
 function resetPeak(pid) {
@@ -54,16 +55,19 @@ export class FuzzWorker {
     });
     let timer;
     const ready = await new Promise((resolve) => {
-      timer = setTimeout(() => resolve(false), WARMUP_LIMIT_MS);
-      child.once("message", () => resolve(true));
-      this.onExit = () => resolve(false);
-      child.send({ type: "warmup", backend: this.options.backend, modelPath: this.options.modelPath, serve: true });
+      timer = setTimeout(() => resolve({ message: "no answer" }), WARMUP_LIMIT_MS);
+      child.once("message", (message) => resolve(message.error ?? true));
+      this.onExit = () => resolve({ message: lastLines(this.stderr) });
+      child.send({ type: "warmup", backend: this.options.backend, modelPath: this.options.modelPath });
     });
     clearTimeout(timer);
     this.onExit = undefined;
-    if (!ready) {
+    if (ready !== true) {
       this.kill();
-      throw new Error(`fuzz child for backend ${this.options.backend} did not start: ${this.stderr.slice(-500)}`);
+      const error = new Error(`the fuzz child for backend ${this.options.backend} did not start: ${ready.code ?? ""} ${ready.message}`);
+      // A backend that cannot run here (no llama.cpp build for this machine) is no finding.
+      error.unavailable = ready.code === "BACKEND_UNAVAILABLE";
+      throw error;
     }
   }
 
@@ -84,6 +88,8 @@ export class FuzzWorker {
     const { timeLimitMs, memoryLimitMiB } = this.options;
     this.stderr = "";
     resetPeak(child.pid);
+    // The limit is on what the case adds: a long-lived child carries heap from earlier cases.
+    const baseline = statusMiB(child.pid, "VmRSS") ?? 0;
     const started = performance.now();
     return new Promise((resolve) => {
       let done = false;
@@ -100,12 +106,12 @@ export class FuzzWorker {
       };
       const overMemory = () => {
         const peak = peakMiB(child.pid);
-        return peak !== undefined && peak > memoryLimitMiB ? peak : undefined;
+        return peak !== undefined && peak - baseline > memoryLimitMiB ? peak - baseline : undefined;
       };
       const onMessage = (message) => {
         if (message.type !== "result") return;
         const peak = overMemory();
-        if (peak) finish({ outcome: "memory", message: `peak RSS ${Math.round(peak)} MiB over the ${memoryLimitMiB} MiB limit` }, true);
+        if (peak) finish({ outcome: "memory", message: `peak RSS grew ${Math.round(peak)} MiB, over the ${memoryLimitMiB} MiB limit` }, true);
         else finish(message, false);
       };
       const timer = setTimeout(
@@ -114,7 +120,7 @@ export class FuzzWorker {
       );
       const poll = setInterval(() => {
         const peak = overMemory();
-        if (peak) finish({ outcome: "memory", message: `peak RSS ${Math.round(peak)} MiB over the ${memoryLimitMiB} MiB limit` }, true);
+        if (peak) finish({ outcome: "memory", message: `peak RSS grew ${Math.round(peak)} MiB, over the ${memoryLimitMiB} MiB limit` }, true);
       }, POLL_MS);
       this.onExit = (code, signal) => {
         // Give the stderr pipe a moment: the abort message arrives after the exit event at times.

@@ -21,7 +21,7 @@ function caseFiles(dir) {
 export async function createReplayer(options = {}) {
   const workDir = join(tmpdir(), `infer-fuzz-replay-${process.pid}`);
   await mkdir(workDir, { recursive: true });
-  const seeds = await loadSeeds(join(workDir, "seeds"));
+  const seeds = await loadSeeds(join(workDir, "seeds"), { real: true });
   const workers = new Map();
   const workerFor = (backend) => {
     if (!workers.has(backend)) {
@@ -45,3 +45,4 @@ export async function createReplayer(options = {}) {
 }
 
 export { listReproducers };
+export { seedAvailable } from "./seeds.mjs";

@@ -21,6 +21,7 @@ export const tinySpec = (architecture) => ({
 });
 
 const SHARED = new URL("../../../shared/models/", import.meta.url).pathname;
+const REAL_HF = { "tinystories-656k": join(SHARED, "tinystories-656k") };
 export const HF_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"];
 
 /** Writes the tiny seed models of one architecture under `dir` (model.gguf and hf/); returns their paths. */
@@ -30,6 +31,11 @@ export async function writeSeedModels(dir, architecture) {
   if (!existsSync(gguf)) await writeRandomGguf(gguf, tinySpec(architecture));
   if (!existsSync(join(hf, "config.json"))) await writeRandomHf(hf, tinySpec(architecture));
   return { gguf, hf };
+}
+
+/** Whether the seed a reproducer names can be written here (the shared real models may be absent). */
+export function seedAvailable(name) {
+  return ARCHITECTURES.includes(name) || !REAL_HF[name] || existsSync(join(REAL_HF[name], "config.json"));
 }
 
 /**
@@ -48,8 +54,9 @@ export async function loadSeeds(dir, { real = false } = {}) {
   if (real) {
     const stories = join(SHARED, "stories260K", "stories260K.gguf");
     if (existsSync(stories)) gguf.push({ name: "stories260K", path: stories, bytes: await readFile(stories) });
-    const tiny = join(SHARED, "tinystories-656k");
-    if (existsSync(join(tiny, "config.json"))) hf.push({ name: "tinystories-656k", folder: tiny, files: await readFiles(tiny) });
+    for (const [name, folder] of Object.entries(REAL_HF)) {
+      if (existsSync(join(folder, "config.json"))) hf.push({ name, folder, files: await readFiles(folder) });
+    }
   }
   return { gguf, hf, tinyModel: gguf[0].path };
 }

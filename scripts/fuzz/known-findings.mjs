@@ -15,16 +15,17 @@ function gguf(fuzzCase) {
   const bytes = fuzzCase.files["model.gguf"];
   if (!bytes) return undefined;
   const layout = scanGguf(bytes);
+  const architecture = architectureOf(bytes, layout);
   const values = {};
   for (const kv of layout.kvs) {
-    if (kv.width === 0 || kv.offset + kv.width > bytes.length) continue;
-    const name = kv.key.split(".").slice(1).join(".");
+    // Only the architecture's own keys: a renamed key is a missing one to llama.cpp.
+    if (kv.width === 0 || kv.offset + kv.width > bytes.length || !kv.key.startsWith(`${architecture}.`)) continue;
+    const name = kv.key.slice(architecture.length + 1);
     if (kv.type === FLOAT32) values[name] = bytes.readFloatLE(kv.offset);
     else if (kv.type === FLOAT64) values[name] = bytes.readDoubleLE(kv.offset);
     else if (kv.width === 4) values[name] = kv.type === 5 ? bytes.readInt32LE(kv.offset) : bytes.readUInt32LE(kv.offset);
     else if (kv.width === 8) values[name] = Number(bytes.readBigUInt64LE(kv.offset));
   }
-  const architecture = layout.kvs.find((kv) => kv.key === "general.architecture") ? architectureOf(bytes, layout) : undefined;
   return { layout, values, architecture };
 }
 
@@ -79,7 +80,8 @@ export const KNOWN_FINDINGS = [
     issue: "#21",
     about:
       "out-of-range or inconsistent model metadata aborts llama.cpp (GGML_ASSERT): block_count over 512 (65535 " +
-      "seen), an RMS epsilon NaN or negative (at the first generation), a size or head count of 0, more heads than " +
+      "seen), an RMS epsilon NaN or negative (at the first generation), a size or head count missing, 0 or 2^31 " +
+      "and up (a renamed key is a missing one), more heads than " +
       "embedding values or KV heads than heads, a RoPE dimension count other than the head size, phi3 key_length " +
       "other than embedding_length / head_count; a context_length of 2^31-1 makes the automatic context take gigabytes",
     matches(c) {
@@ -89,8 +91,12 @@ export const KNOWN_FINDINGS = [
       const epsilon = v["attention.layer_norm_rms_epsilon"];
       if (v.block_count > MAX_LAYERS) return true;
       if (epsilon !== undefined && !(epsilon >= 0 && Number.isFinite(epsilon))) return true;
-      const sizes = ["embedding_length", "feed_forward_length", "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length"];
-      if (sizes.some((key) => v[key] === 0)) return true;
+      // Sizes llama.cpp needs (a missing one reads as 0) and keeps in 32-bit signed arithmetic.
+      const required = ["embedding_length", "feed_forward_length", "attention.head_count", "block_count"];
+      const optional = ["attention.head_count_kv", "attention.key_length", "attention.value_length"];
+      const usable = (value) => value >= 1 && value < 2 ** 31;
+      if (g.layout.complete && required.some((key) => !usable(v[key]))) return true;
+      if (optional.some((key) => v[key] !== undefined && !usable(v[key]))) return true;
       const heads = v["attention.head_count"];
       const kvHeads = v["attention.head_count_kv"];
       if (heads > v.embedding_length || kvHeads > heads || heads % kvHeads !== 0) return true;

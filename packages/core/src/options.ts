@@ -1,4 +1,5 @@
 import { InferenceError } from "./errors.js";
+import { describeValue } from "./json.js";
 import type { ProbeSink } from "./probes.js";
 import type { BatchResult, Message, Token } from "./types.js";
 
@@ -247,19 +248,13 @@ function validate(
     }
     const problem = checks[key]!(value);
     if (problem) {
-      throw new InferenceError("INVALID_OPTION", `${what} option '${key}' ${problem} (got ${describe(value)})`, {
+      throw new InferenceError("INVALID_OPTION", `${what} option '${key}' ${problem} (got ${describeValue(value)})`, {
         details: { option: key, value },
       });
     }
   }
 }
 
-function describe(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value);
-  if (typeof value === "number" || typeof value === "boolean") return String(value);
-  if (Array.isArray(value)) return `array of ${value.length}`;
-  return typeof value;
-}
 
 export function validateGenerateOptions(options: unknown): asserts options is GenerateOptions | undefined {
   validate("generate", options, GENERATE_CHECKS);

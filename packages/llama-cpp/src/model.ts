@@ -138,7 +138,7 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
       } catch (error) {
         if (this.isClosed) throw closedError();
         const message = error instanceof Error ? error.message : String(error);
-        if (/longer than the context/i.test(message)) {
+        if (/longer than the (usable )?context/i.test(message)) {
           throw new InferenceError(
             "CONTEXT_OVERFLOW",
             `embed(): a text is longer than the embedding context of ${this.embeddingContextLength} tokens`,

@@ -2,7 +2,7 @@
 // what llama.cpp asserts on: a corrupt file is then a MODEL_FORMAT naming the field, never a process
 // abort (GGML_ASSERT), nor minutes and gigabytes spent before llama.cpp's own reader gives up.
 import type { LoadOptions } from "@infer/core";
-import { type GgufHeader, getNumber, getString } from "@infer/formats";
+import { GgmlType, type GgufHeader, getNumber, getString, typeName } from "@infer/formats";
 import { readGgufHeader } from "@infer/formats/node";
 import { assertHyperparameters } from "./hparams.js";
 import { assertVocabulary } from "./vocab-check.js";
@@ -31,7 +31,21 @@ export async function assertModelFile(path: string): Promise<GgufHeader> {
   const arch = getString(metadata, "general.architecture", true);
   assertHyperparameters(header, arch);
   assertVocabulary(header, arch);
+  assertVectorTypes(header);
   return header;
+}
+
+/**
+ * Norm weights and biases are added to or multiplied with F32 activations,
+ * and llama.cpp's CPU kernels for that take F32 vectors only: another type
+ * aborts the first generation (ggml's binary ops). Its own converters always
+ * store them as F32.
+ */
+function assertVectorTypes(header: GgufHeader): void {
+  for (const tensor of header.tensors) {
+    if (!/(norm\.weight|\.bias)$/.test(tensor.name) || tensor.type === GgmlType.F32) continue;
+    throw formatError(header.source, `tensor "${tensor.name}"`, `is stored as ${typeName(tensor.type)}; llama.cpp adds norm weights and biases as F32 only`);
+  }
 }
 
 /** A LoRA adapter: its header and tensor table, and a finite alpha (llama.cpp scales every delta by it). */

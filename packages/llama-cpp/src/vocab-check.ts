@@ -1,6 +1,6 @@
 // The vocabulary as llama.cpp's llama_vocab::load reads it: raw arrays indexed by token id, and
 // the embedding and output matrices sized by the vocabulary.
-import { type GgufHeader, GgufValueType, getArray, getNumber, getStringArray, valueTypeName } from "@infer/formats";
+import { type GgufHeader, GgufValueType, getArray, getNumber, getStringArray, type PackedStrings, valueTypeName } from "@infer/formats";
 import { formatError } from "./format-error.js";
 
 /** Token ids stored as u32 or i32 that mean "none". */
@@ -14,6 +14,7 @@ export function assertVocabulary(header: GgufHeader, arch: string): void {
   if (tokens === undefined) return; // llama.cpp then loads no vocabulary, or refuses the file itself
   const size = tokens.length;
   if (size === 0) throw formatError(file, "tokenizer.ggml.tokens", "is empty");
+  assertDistinctTokens(file, tokens);
   // llama.cpp reads scores[i] and token_type[i] for every token id straight from the arrays.
   arrayFor(header, "tokenizer.ggml.scores", size, [GgufValueType.FLOAT32, GgufValueType.INT32]);
   arrayFor(header, "tokenizer.ggml.token_type", size, [GgufValueType.INT32]);
@@ -47,4 +48,25 @@ function arrayFor(header: GgufHeader, name: string, size: number, types: GgufVal
   }
   const length = (array.value as ArrayLike<unknown>).length;
   if (length < size) throw formatError(header.source, name, `holds ${length} items for a vocabulary of ${size} tokens`);
+}
+
+/**
+ * llama.cpp maps each token's text back to its id and asserts that no two
+ * ids share a text. It keeps the text as a C string, so "i\0" and "i" are the
+ * same token to it. Compared as bytes (windows-1252 decodes each byte to its
+ * own code point), so two invalid UTF-8 texts are not taken for one.
+ */
+function assertDistinctTokens(file: string, tokens: PackedStrings): void {
+  const bytesAsText = new TextDecoder("windows-1252");
+  const seen = new Map<string, number>();
+  for (let id = 0; id < tokens.length; id++) {
+    const bytes = tokens.bytesOf(id);
+    const nul = bytes.indexOf(0);
+    const text = bytesAsText.decode(nul === -1 ? bytes : bytes.subarray(0, nul));
+    const first = seen.get(text);
+    if (first !== undefined) {
+      throw formatError(file, "tokenizer.ggml.tokens", `has token ${id} with the same text as token ${first} (${JSON.stringify(tokens.get(first).slice(0, 40))})`);
+    }
+    seen.set(text, id);
+  }
 }

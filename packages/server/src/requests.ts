@@ -1,4 +1,4 @@
-import type { GenerateOptions, Message, Role } from "@infer/core";
+import { describeValue, type GenerateOptions, type Message, type Role } from "@infer/core";
 import { badRequest, HttpError } from "./errors.js";
 
 /** What the chat and text completion endpoints share once the body is checked. */
@@ -44,7 +44,7 @@ function optionalNumber(body: Body, key: string, min: number, max: number, integ
     throw badRequest(`'${key}' must be a finite number (got ${v}: the JSON number is too large for a double)`, key);
   }
   if (typeof v !== "number" || v < min || v > max || (integer && !Number.isInteger(v))) {
-    throw badRequest(`'${key}' must be ${integer ? "an integer" : "a number"} in [${min}, ${max}] (got ${JSON.stringify(v)})`, key);
+    throw badRequest(`'${key}' must be ${integer ? "an integer" : "a number"} in [${min}, ${max}] (got ${describeValue(v)})`, key);
   }
   return v;
 }
@@ -53,7 +53,7 @@ function optionalNumber(body: Body, key: string, min: number, max: number, integ
 function optionalBoolean(body: Body, key: string, param = key): boolean {
   const v = body[key];
   if (v === undefined || v === null) return false;
-  if (typeof v !== "boolean") throw badRequest(`'${param}' must be a boolean (got ${JSON.stringify(v)})`, param);
+  if (typeof v !== "boolean") throw badRequest(`'${param}' must be a boolean (got ${describeValue(v)})`, param);
   return v;
 }
 
@@ -125,7 +125,7 @@ function applyResponseFormat(body: Body, request: CompletionRequest): void {
     }
     request.options.jsonSchema = spec.schema as object;
   } else {
-    throw badRequest(`'response_format.type' must be text, json_object or json_schema (got ${JSON.stringify(format.type)})`, "response_format");
+    throw badRequest(`'response_format.type' must be text, json_object or json_schema (got ${describeValue(format.type)})`, "response_format");
   }
   request.wantsGrammar = true;
 }
@@ -134,7 +134,7 @@ function applyResponseFormat(body: Body, request: CompletionRequest): void {
 function chatLogprobs(body: Body): number | undefined {
   const wanted = body.logprobs;
   if (wanted !== undefined && wanted !== null && typeof wanted !== "boolean") {
-    throw badRequest(`'logprobs' must be a boolean (got ${JSON.stringify(wanted)})`, "logprobs");
+    throw badRequest(`'logprobs' must be a boolean (got ${describeValue(wanted)})`, "logprobs");
   }
   const top = optionalNumber(body, "top_logprobs", 0, 20, true);
   if (wanted !== true) {

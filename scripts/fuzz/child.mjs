@@ -1,0 +1,102 @@
+// One fuzzing child: runs cases the parent sends, one at a time, through the public API only, and answers
+// each with its outcome. The parent owns time and memory limits; a crash here is the parent's finding.
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { isInferenceError, loadModel } from "@infer/core";
+import "@infer/core/node";
+import "@infer/wasm";
+import "@infer/llama-cpp";
+import { createServer } from "@infer/server";
+
+const GENERATE = { maxTokens: 3, temperature: 0 };
+// One thread: starting a kernel worker pool costs more than a tiny model's whole case.
+const LOAD = { threads: 1 };
+const MESSAGES = [{ role: "system", content: "be brief" }, { role: "user", content: "hi" }];
+
+/** The tiny model and server of the targets that mutate what reaches a loaded model (templates, requests). */
+let served;
+
+async function servedModel(backend, modelPath) {
+  if (served) return served;
+  const model = await loadModel(modelPath, { ...LOAD, backend });
+  const server = createServer({ models: { tiny: model } });
+  const { url } = await server.listen(0, "127.0.0.1");
+  served = { model, server, url };
+  return served;
+}
+
+/** Loads, then generates a few greedy tokens: a parse error must surface as a typed error, not later. */
+async function loadAndGenerate(path, backend) {
+  const model = await loadModel(path, { ...LOAD, backend });
+  try {
+    await model.generateText("hi", GENERATE);
+    const failure = model.err();
+    if (failure) throw failure;
+  } finally {
+    await model.close();
+  }
+}
+
+async function post(url, path, body) {
+  const response = await fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body });
+  const text = await response.text();
+  if (response.status >= 500 || /"code":"internal"/.test(text)) {
+    return { outcome: "internal", code: `HTTP ${response.status}`, message: text.slice(0, 500) };
+  }
+  if (response.status >= 400) {
+    let message;
+    try {
+      message = JSON.parse(text).error?.message;
+    } catch {
+      // not JSON: an error without OpenAI's shape
+    }
+    return typeof message === "string"
+      ? { outcome: "typed", code: `HTTP ${response.status}`, message }
+      : { outcome: "internal", code: `HTTP ${response.status}`, message: `error body without OpenAI's shape: ${text.slice(0, 200)}` };
+  }
+  return { outcome: "generated", code: `HTTP ${response.status}` };
+}
+
+export function classify(error) {
+  if (isInferenceError(error) && error.code !== "INTERNAL") return { outcome: "typed", code: error.code, message: error.message };
+  const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  const where = error instanceof Error ? (error.stack ?? "").split("\n").slice(1, 4).map((l) => l.trim()).join(" | ") : "";
+  return { outcome: "internal", code: isInferenceError(error) ? error.code : "THROWN", message, where };
+}
+
+async function runCase({ dir, target, backend, modelPath }) {
+  try {
+    if (target.kind === "model") {
+      await loadAndGenerate(join(dir, target.entry), backend);
+      return { outcome: "generated" };
+    }
+    const { model, url } = await servedModel(backend, modelPath);
+    if (target.kind === "template") {
+      const chatTemplate = await readFile(join(dir, "template.jinja"), "utf8");
+      await model.chatText(MESSAGES, { ...GENERATE, chatTemplate });
+      return { outcome: "generated" };
+    }
+    const request = JSON.parse(await readFile(join(dir, "request.json"), "utf8"));
+    return await post(url, request.path, await readFile(join(dir, "body")));
+  } catch (error) {
+    return classify(error);
+  }
+}
+
+process.on("message", async (message) => {
+  if (message.type === "warmup") {
+    // Starts the backend's runtime (llama.cpp takes seconds) before any case's clock runs.
+    try {
+      await loadAndGenerate(message.modelPath, message.backend);
+      await servedModel(message.backend, message.modelPath);
+      process.send({ type: "ready" });
+    } catch (error) {
+      process.send({ type: "ready", error: classify(error) });
+    }
+    return;
+  }
+  const started = performance.now();
+  const result = await runCase(message);
+  process.send({ type: "result", id: message.id, ms: performance.now() - started, ...result });
+});
+process.on("disconnect", () => process.exit(0));

@@ -1,0 +1,78 @@
+// The fuzz targets: what each mutates, from which seeds, and how a case is laid out on disk for the child.
+import { mutateGguf } from "./mutate-gguf.mjs";
+import { mutateJsonText } from "./mutate-json.mjs";
+import { mutateSafetensors } from "./mutate-safetensors.mjs";
+import { mutateTemplate, SEED_TEMPLATE } from "./mutate-template.mjs";
+import { mutateRequest } from "./mutate-http.mjs";
+
+const CONFIG_FIELDS =
+  /^(architectures|model_type|vocab_size|hidden_size|intermediate_size|num_hidden_layers|num_attention_heads|num_key_value_heads|head_dim|max_position_embeddings|rms_norm_eps|rope_theta|rope_scaling|tie_word_embeddings|bos_token_id|eos_token_id|torch_dtype|sliding_window|sliding_window_pattern|query_pre_attn_scalar|final_logit_softcapping|factor|short_factor|long_factor)$/;
+const TOKENIZER_FIELDS = /^(model|type|vocab|merges|added_tokens|pre_tokenizer|normalizer|decoder|post_processor|id|content|special|byte_fallback|ignore_merges|pretokenizers)$/;
+const TOKENIZER_CONFIG_FIELDS = /^(bos_token|eos_token|unk_token|pad_token|add_bos_token|add_eos_token|chat_template|tokenizer_class|added_tokens_decoder|model_max_length)$/;
+
+/** Seeds bigger than this are used by one case in eight, so the real models do not slow a campaign down. */
+const BIG = 256 * 1024;
+
+function pickSeed(r, seeds) {
+  const small = seeds.filter((s) => (s.bytes?.length ?? s.files["model.safetensors"].length) < BIG);
+  return r.chance(0.125) ? r.pick(seeds) : r.pick(small);
+}
+
+const ggufTarget = (name, part) => ({
+  name,
+  kind: "model",
+  entry: "model.gguf",
+  backends: ["wasm", "llama_cpp"],
+  make(r, seeds) {
+    const seed = pickSeed(r, seeds.gguf);
+    const { bytes, tags } = mutateGguf(r, seed.bytes, part);
+    return { seed: seed.name, files: { "model.gguf": bytes }, tags };
+  },
+});
+
+/** A Hugging Face folder with one file mutated; the others are the seed's (linked, not copied). */
+const hfTarget = (name, file, mutate) => ({
+  name,
+  kind: "model",
+  entry: ".",
+  backends: ["wasm"],
+  make(r, seeds) {
+    const seed = pickSeed(r, seeds.hf);
+    const { bytes, tags } = mutate(r, seed.files[file]);
+    return { seed: seed.name, files: { [file]: bytes }, links: seed.folder, tags };
+  },
+});
+
+const jsonFile = (prefer) => (r, bytes) => {
+  const mutant = mutateJsonText(r, bytes.toString("utf8"), prefer);
+  return { bytes: mutant.raw ?? Buffer.from(mutant.text, "utf8"), tags: mutant.tags };
+};
+
+export const TARGETS = [
+  ggufTarget("gguf-header", "header"),
+  ggufTarget("gguf-tensors", "tensors"),
+  hfTarget("safetensors", "model.safetensors", mutateSafetensors),
+  hfTarget("config-json", "config.json", jsonFile(CONFIG_FIELDS)),
+  hfTarget("tokenizer-json", "tokenizer.json", jsonFile(TOKENIZER_FIELDS)),
+  hfTarget("tokenizer-config", "tokenizer_config.json", jsonFile(TOKENIZER_CONFIG_FIELDS)),
+  {
+    name: "chat-template",
+    kind: "template",
+    backends: ["wasm", "llama_cpp"],
+    make(r) {
+      const { text, tags } = mutateTemplate(r, SEED_TEMPLATE);
+      return { seed: "template", files: { "template.jinja": Buffer.from(text, "utf8") }, tags };
+    },
+  },
+  {
+    name: "http",
+    kind: "request",
+    backends: ["wasm", "llama_cpp"],
+    make(r, _seeds, index) {
+      const { path, body, tags } = mutateRequest(r, index);
+      return { seed: "request", files: { "request.json": Buffer.from(JSON.stringify({ path })), body }, tags };
+    },
+  },
+];
+
+export const targetNamed = (name) => TARGETS.find((t) => t.name === name);

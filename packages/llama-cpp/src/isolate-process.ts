@@ -52,8 +52,11 @@ export class LlamaCppProcess {
     private readonly child: ChildProcess,
   ) {
     child.on("message", (message: ChildMessage) => this.receive(message));
-    // A failed send or kill: the child is beyond reach, so it is ended and reported like a crash.
-    child.on("error", () => child.kill("SIGKILL"));
+    // A failed send: the child is beyond reach, so it is ended and reported like a crash. One that never
+    // started (or cannot be signalled) will not report an exit: it is reported dead here.
+    child.on("error", () => {
+      if (!child.kill("SIGKILL")) this.died(child.exitCode, child.signalCode);
+    });
     this.exited = new Promise((resolve) => {
       child.on("exit", (code, signal) => {
         this.died(code, signal);
@@ -113,6 +116,7 @@ export class LlamaCppProcess {
   }
 
   private died(code: number | null, signal: NodeJS.Signals | null): void {
+    if (!this.alive_) return;
     this.alive_ = false;
     const how = signal !== null ? `signal ${signal}` : `exit code ${code}`;
     const crash = (when: string) =>

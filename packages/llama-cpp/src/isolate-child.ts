@@ -36,7 +36,7 @@ interface RunningCall {
 
 let model: LlamaCppModel | undefined;
 const calls = new Map<number, RunningCall>();
-/** Calls run one at a time: an aborted call may still be unwinding when the next arrives. */
+/** Decoding calls run one at a time: an aborted call may still be unwinding when the next arrives. */
 let queue: Promise<void> = Promise.resolve();
 /** The probe kinds the parent's sinks want during the running call (the sink below reads it at each event). */
 const wanted: ProbeKind[] = [];
@@ -54,7 +54,11 @@ process.on("message", (message: ParentMessage) => {
     case "call": {
       const call: RunningCall = { stop: new AbortController() };
       calls.set(message.id, call);
-      queue = queue.then(() => run(message.id, call, message.request, message.probeKinds));
+      // Embeddings have a context of their own and a template renders without the model's decoding
+      // state: as in process, they need not wait for the calls before them.
+      const { id, request, probeKinds } = message;
+      if (request.kind === "embed" || request.kind === "render") void run(id, call, request);
+      else queue = queue.then(() => decoding(id, call, request, probeKinds));
       break;
     }
     case "next":
@@ -89,10 +93,19 @@ async function load(path: string, options: Parameters<typeof loadLlamaCppModel>[
   }
 }
 
-async function run(id: number, call: RunningCall, request: CallRequest, probeKinds: ProbeKind[]): Promise<void> {
-  const loaded = model!;
+/** A call that decodes, alone: the probe events meanwhile are its. */
+async function decoding(id: number, call: RunningCall, request: CallRequest, probeKinds: ProbeKind[]): Promise<void> {
   wanted.splice(0, wanted.length, ...probeKinds);
   probeCall = id;
+  try {
+    await run(id, call, request);
+  } finally {
+    wanted.length = 0;
+  }
+}
+
+async function run(id: number, call: RunningCall, request: CallRequest): Promise<void> {
+  const loaded = model!;
   try {
     if (call.stop.signal.aborted) throw new Error("stopped before it started");
     const value = await perform(loaded, id, call, request);
@@ -100,7 +113,6 @@ async function run(id: number, call: RunningCall, request: CallRequest, probeKin
   } catch (error) {
     send({ type: "failed", id, error: toPortableError(error), metrics: loaded.metrics() });
   } finally {
-    wanted.length = 0;
     calls.delete(id);
   }
 }

@@ -4,6 +4,7 @@ import {
   type CapabilityDeclaration,
   type ClassifyOptions,
   type ClassifyResult,
+  closedError,
   type EmbeddingModel,
   type FinishReason,
   InferenceError,
@@ -57,6 +58,7 @@ export class IsolatedLlamaCppModel extends BaseTextModel implements EmbeddingMod
   readonly capabilities = LLAMA_CPP_CAPABILITIES;
   private loaded: ModelInfo;
   private crashesAtLoad = 0;
+  private restarting: Promise<LlamaCppProcess> | undefined;
 
   constructor(
     /** The file this model was loaded from. */
@@ -83,13 +85,13 @@ export class IsolatedLlamaCppModel extends BaseTextModel implements EmbeddingMod
     return this.probe.attach(sink);
   }
 
+  /** As LlamaCppModel's: beside generation (its own context in the child), not queued behind it. */
   async embed(texts: string[], options: { signal?: AbortSignal; normalize?: boolean } = {}): Promise<Float32Array[]> {
-    return this.exclusive(async (signal) => {
-      if (!Array.isArray(texts) || !texts.every((t) => typeof t === "string")) {
-        throw new InferenceError("INVALID_OPTION", "embed() texts must be an array of strings");
-      }
-      return this.request({ kind: "embed", texts, normalize: options.normalize }, signal);
-    }, options.signal);
+    this.assertOpen();
+    if (!Array.isArray(texts) || !texts.every((t) => typeof t === "string")) {
+      throw new InferenceError("INVALID_OPTION", "embed() texts must be an array of strings");
+    }
+    return this.request({ kind: "embed", texts, normalize: options.normalize }, options.signal);
   }
 
   // ---- BaseTextModel ----
@@ -163,8 +165,14 @@ export class IsolatedLlamaCppModel extends BaseTextModel implements EmbeddingMod
     return process.call(request, kinds, (event) => this.probe.emit(event), signal);
   }
 
-  private async running(): Promise<LlamaCppProcess> {
-    if (this.process.alive) return this.process;
+  /** The live child, or the one starting (embed runs beside the queued calls, so two may ask at once). */
+  private running(): Promise<LlamaCppProcess> {
+    if (this.process.alive) return Promise.resolve(this.process);
+    this.restarting ??= this.restart().finally(() => (this.restarting = undefined));
+    return this.restarting;
+  }
+
+  private async restart(): Promise<LlamaCppProcess> {
     if (this.crashesAtLoad >= MAX_CRASHES_AT_LOAD) {
       throw new InferenceError(
         "BACKEND_CRASHED",
@@ -173,12 +181,19 @@ export class IsolatedLlamaCppModel extends BaseTextModel implements EmbeddingMod
         { details: { path: this.path, crashesAtLoad: this.crashesAtLoad } },
       );
     }
+    let started: LlamaCppProcess;
     try {
-      this.process = await LlamaCppProcess.start(this.path, this.loadOptions);
+      started = await LlamaCppProcess.start(this.path, this.loadOptions);
     } catch (error) {
       if (isInferenceError(error, "BACKEND_CRASHED")) this.crashesAtLoad++;
       throw error;
     }
+    // close() may have come meanwhile (an embed restarts outside the call queue close waits for).
+    if (this.isClosed) {
+      await started.close();
+      throw closedError();
+    }
+    this.process = started;
     this.crashesAtLoad = 0;
     this.loaded = this.process.info;
     return this.process;

@@ -127,6 +127,18 @@ describe("llama_cpp isolated in a child process (stories260K)", { skip: skipWith
     assert.deepEqual(vector, (await reference.embed(["Once upon a time"]))[0]);
   });
 
+  test("embed does not wait for a stream in progress (as in process)", async () => {
+    const stream = model.generate("Once upon a time", { ...GREEDY, maxTokens: 50 })[Symbol.asyncIterator]();
+    try {
+      assert.equal((await stream.next()).done, false);
+      const [vector] = await model.embed(["The dog"]);
+      assert.deepEqual(vector, (await reference.embed(["The dog"]))[0]);
+      assert.equal((await stream.next()).done, false);
+    } finally {
+      await stream.return?.(undefined);
+    }
+  });
+
   test("an abort ends the stream with ABORTED, and the model serves the next call", async () => {
     const controller = new AbortController();
     const tokens: Token[] = [];

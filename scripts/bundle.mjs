@@ -29,6 +29,8 @@ const BUNDLE = "./dist/bundle/";
 const ALSO_BUNDLED = {
   // The worker thread and the kernel builds, loaded by URL.
   "@infer/wasm": { modules: ["kernels/wasm/worker.js"], files: ["kernels/wasm/kernels.wasm", "kernels/wasm/kernels-relaxed.wasm"] },
+  // The child process of an isolated model, started by URL.
+  "@infer/llama-cpp": { modules: ["isolate-child.js"] },
   // What bin/infer.js imports.
   "@infer/cli": { modules: ["bin.js"] },
 };

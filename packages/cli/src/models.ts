@@ -24,6 +24,14 @@ export const LOAD_FLAGS: OptionSpecs = {
   "batch-size": { type: "string", value: "tokens", description: "most prompt tokens per forward pass (less memory, slower prefill when smaller)" },
 };
 
+/** For the commands that keep a model running (run, chat, serve): see LoadOptions.isolate. */
+export const ISOLATE_FLAG: OptionSpecs = {
+  isolate: {
+    type: "boolean",
+    description: "run llama_cpp models in a child process each, so a native crash fails the requests in flight and restarts the model (costs a process per model)",
+  },
+};
+
 export const SAMPLING_FLAGS: OptionSpecs = {
   "max-tokens": { type: "string", short: "n", value: "n", description: "most tokens to generate" },
   temperature: { type: "string", short: "t", value: "x", description: "sampling temperature; 0 = greedy (default 0.8)" },
@@ -84,7 +92,11 @@ function checkedAgainstFlags<T>(options: T, validate: (options: T) => void, fiel
 }
 
 export function loadOptionsOf(ctx: CommandContext, command: string): LoadOptions {
-  const options: LoadOptions = { backend: stringFlag(ctx.values, "backend"), ...numbersOf(ctx, command, LOAD_NUMBER_FLAGS) };
+  const options: LoadOptions = {
+    backend: stringFlag(ctx.values, "backend"),
+    ...numbersOf(ctx, command, LOAD_NUMBER_FLAGS),
+    ...(ctx.values.isolate === true && { isolate: true }),
+  };
   return checkedAgainstFlags(options, validateLoadOptions, { backend: "backend", ...fieldsOf(LOAD_NUMBER_FLAGS) }, command);
 }
 

@@ -36,6 +36,21 @@ for (const backend of ["wasm", "llama_cpp"]) {
   });
 }
 
+{
+  const registered = await registerBackends().then(() => listBackends().includes("llama_cpp"));
+  const why = skip || (registered ? false : "backend llama_cpp is not installed or failed to load");
+  test("infer run --isolate runs llama_cpp in a child process with the same text; wasm refuses it", { skip: why, timeout: 120_000 }, () => {
+    const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8");
+    const args = [bin, "run", gguf, "", "-n", "200", "-t", "0", "--threads", "1", "--isolate"];
+    const isolated = spawnSync(process.execPath, [...args, "--backend", "llama_cpp"], { encoding: "utf8" });
+    assert.equal(isolated.status, 0, isolated.stderr);
+    assert.equal(isolated.stdout, expected);
+    const refused = spawnSync(process.execPath, [...args, "--backend", "wasm"], { encoding: "utf8" });
+    assert.notEqual(refused.status, 0);
+    assert.match(refused.stderr, /UNSUPPORTED|isolate/);
+  });
+}
+
 test("infer run --batch-size: a prompt in batches of 2 prints the same text; 0 is refused by name", { skip, timeout: 120_000 }, () => {
   const args = [bin, "run", gguf, "Once upon a time, there was a little dog", "-n", "24", "-t", "0", "--threads", "1", "--backend", "wasm"];
   const whole = spawnSync(process.execPath, args, { encoding: "utf8" });

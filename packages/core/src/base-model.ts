@@ -30,6 +30,13 @@ export interface PromptInput {
   text: string;
   /** True when `text` came from a chat template (which usually carries BOS itself). */
   chat: boolean;
+  /**
+   * In `runBatch`: the stop strings this prompt ends on (its own, else the
+   * call's). They are applied behind the sink already; a backend needs them
+   * only where it must apply them itself as well (one that decodes in another
+   * process, where the sink's answer would come too late).
+   */
+  stopStrings?: string[];
 }
 
 const ROLES = new Set(["system", "user", "assistant", "tool"]);
@@ -179,17 +186,15 @@ export abstract class BaseTextModel implements TextModel {
     const indexOf: number[] = [];
     for (const [index, prompt] of prompts.entries()) {
       try {
-        inputs.push(typeof prompt === "string" ? { text: prompt, chat: false } : await this.chatInput(prompt, options));
+        const input = typeof prompt === "string" ? { text: prompt, chat: false } : await this.chatInput(prompt, options);
+        inputs.push({ ...input, stopStrings: promptStopStrings?.[index] ?? options.stopStrings });
         indexOf.push(index);
       } catch (error) {
         finish(index, { tokens: [], text: "", finishReason: "error", error: toInferenceError(error) });
       }
     }
     if (inputs.length > 0) {
-      const stops = indexOf.map((index) => ({
-        maxTokens: options.maxTokens,
-        stopStrings: promptStopStrings?.[index] ?? options.stopStrings,
-      }));
+      const stops = inputs.map((input) => ({ maxTokens: options.maxTokens, stopStrings: input.stopStrings }));
       const collector = new BatchCollector(stops, {
         onToken: (i, token) => guarded(() => onToken?.(indexOf[i]!, token)),
         onFinish: (i, result) => finish(indexOf[i]!, result),

@@ -20,6 +20,8 @@ export const ERROR_CODES = [
   "UNSUPPORTED",
   "IO",
   "INTERNAL",
+  /** The process running the model died (an isolated backend's child: a native abort, a signal, out of memory). */
+  "BACKEND_CRASHED",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

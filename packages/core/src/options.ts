@@ -103,6 +103,15 @@ export interface LoadOptions {
    * llama_cpp 512).
    */
   batchSize?: number;
+  /**
+   * Run the model in a child process of its own (backend llama_cpp), so that a
+   * native crash fails the calls in flight with `BACKEND_CRASHED` and the model
+   * restarts for the next call instead of taking the whole process down. It
+   * costs a process per model and a message per token; such a model has no
+   * synchronous tokenizer (no `TokenizerModel`). Backends that run no native
+   * code (wasm) refuse it with `UNSUPPORTED`.
+   */
+  isolate?: boolean;
 }
 
 /**
@@ -211,6 +220,7 @@ const LOAD_CHECKS: Record<keyof LoadOptions, Check> = {
   kvType: (v) =>
     typeof v === "string" && KV_TYPES.includes(v.toLowerCase()) ? undefined : `must be one of ${KV_TYPES.join(", ")}`,
   batchSize: intAtLeast(1),
+  isolate: bool,
 };
 
 /** The names of every option, e.g. for CLIs and servers that map their own flags onto them. */

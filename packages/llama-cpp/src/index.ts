@@ -6,6 +6,7 @@ import { loadLlamaCppModel } from "./load.js";
 import { runtimeAvailable, runtimeUnavailableReason } from "./runtime.js";
 
 export { LlamaCppModel } from "./model.js";
+export { IsolatedLlamaCppModel } from "./isolate-model.js";
 export type { LlamaCppParts } from "./parts.js";
 export { loadLlamaCppModel } from "./load.js";
 export { hasGgufMagic, assertGgufFile } from "./gguf.js";

@@ -7,6 +7,7 @@ import { defaultThreads } from "./choice.js";
 import { createDraftPredictor } from "./draft-predictor.js";
 import { assertAdapterMetadata, assertGgufFile } from "./gguf.js";
 import { assertContextFits, assertKvTypeFits } from "./memory.js";
+import { IsolatedLlamaCppModel, loadIsolatedLlamaCppModel } from "./isolate-model.js";
 import { LlamaCppModel } from "./model.js";
 import { assertLlamaCppCanRead } from "./validate.js";
 import { asLlamaTokens, getRuntime, nodeLlamaCpp, withLlamaLog } from "./runtime.js";
@@ -16,9 +17,13 @@ const DEFAULT_PARALLEL_SLOTS = 4;
 const MAX_CONTEXT_CELLS = 2 ** 31 - 1;
 const KV_CACHE_TYPES = { f32: "F32", f16: "F16", q8_0: "Q8_0" } as const;
 
-/** Loads a GGUF model, its context (one sequence per slot) and the optional LoRA adapter and draft model. */
-export async function loadLlamaCppModel(path: string, options: LoadOptions = {}): Promise<LlamaCppModel> {
+/**
+ * Loads a GGUF model, its context (one sequence per slot) and the optional LoRA
+ * adapter and draft model; with `isolate`, all that in a child process of its own.
+ */
+export async function loadLlamaCppModel(path: string, options: LoadOptions = {}): Promise<LlamaCppModel | IsolatedLlamaCppModel> {
   validateLoadOptions(options);
+  if (options.isolate === true) return loadIsolatedLlamaCppModel(path, options);
   if (options.quantize !== undefined) {
     throw new InferenceError(
       "UNSUPPORTED",

@@ -20,6 +20,16 @@ runConformanceSuite({
   chatTemplate: STORY_TEMPLATE,
 });
 
+// The same model in a child process of its own (LoadOptions.isolate): every call crosses the IPC channel.
+runConformanceSuite({
+  name: "llama_cpp stories260K.gguf, isolated",
+  load: () => loadModel(STORIES_GGUF, { ...TEST_LOAD, isolate: true }),
+  backend: llamaCppBackend,
+  skip: skipWithoutStories || undefined,
+  chatMessages: [{ role: "user", content: "Once upon a time" }],
+  chatTemplate: STORY_TEMPLATE,
+});
+
 /**
  * Random GGUF models come from @infer/wasm's test helpers (the same files its
  * engine is tested on), loaded from its build output: a test-only link, so

@@ -3,19 +3,12 @@ import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { getBackend, isInferenceError, listBackends, loadModel, type ErrorCode, type ProbeEvent } from "@infer/core";
+import { getBackend, listBackends, loadModel, type ProbeEvent } from "@infer/core";
 import { defaultThreads } from "../src/choice.js";
 import "../src/index.js";
 import type { LlamaCppModel } from "../src/index.js";
 import { getRuntime } from "../src/runtime.js";
-import { skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
-
-const rejectsWith = (code: ErrorCode, ...fragments: string[]) => (error: unknown) => {
-  assert.ok(isInferenceError(error), `expected an InferenceError, got ${String(error)}`);
-  assert.equal(error.code, code, error.message);
-  for (const fragment of fragments) assert.ok(error.message.includes(fragment), `"${error.message}" lacks "${fragment}"`);
-  return true;
-};
+import { rejectsWith, skipWithoutStories, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
 
 let scratch: string;
 before(async () => {

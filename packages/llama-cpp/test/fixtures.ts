@@ -1,5 +1,7 @@
+import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { type ErrorCode, isInferenceError } from "@infer/core";
 
 /**
  * The shared test models live beside the repository (../shared/models from its
@@ -22,3 +24,11 @@ export const skipWithoutStories: string | false = existsSync(STORIES_GGUF)
  * cores several times slower than 1.
  */
 export const TEST_LOAD = { backend: "llama_cpp", threads: 1, contextLength: 256, parallelSlots: 4 } as const;
+
+/** For assert.rejects: an InferenceError with this code whose message names each fragment. */
+export const rejectsWith = (code: ErrorCode, ...fragments: string[]) => (error: unknown) => {
+  assert.ok(isInferenceError(error), `expected an InferenceError, got ${String(error)}`);
+  assert.equal(error.code, code, error.message);
+  for (const fragment of fragments) assert.ok(error.message.includes(fragment), `"${error.message}" lacks "${fragment}"`);
+  return true;
+};

@@ -46,6 +46,8 @@ const STATUS_BY_CODE: Record<ErrorCode, { status: number; type: string }> = {
   UNSUPPORTED_DTYPE: { status: 500, type: "server_error" },
   IO: { status: 500, type: "server_error" },
   INTERNAL: { status: 500, type: "server_error" },
+  // The model's own process died (see LoadOptions.isolate); the server and the model, restarted, serve on.
+  BACKEND_CRASHED: { status: 502, type: "server_error" },
 };
 
 /** OpenAI's own code for the one case clients commonly branch on. */

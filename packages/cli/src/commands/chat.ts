@@ -2,7 +2,7 @@ import { createInterface } from "node:readline";
 import type { Message } from "@infer/core";
 import { type Command, stringFlag, usageError } from "../command.js";
 import { write } from "../io.js";
-import { generateOptionsOf, LOAD_FLAGS, loadOptionsOf, openModel, requireChatTemplate, SAMPLING_FLAGS } from "../models.js";
+import { generateOptionsOf, ISOLATE_FLAG, LOAD_FLAGS, loadOptionsOf, openModel, requireChatTemplate, SAMPLING_FLAGS } from "../models.js";
 
 export const chatCommand: Command = {
   name: "chat",
@@ -11,6 +11,7 @@ export const chatCommand: Command = {
   options: {
     ...SAMPLING_FLAGS,
     ...LOAD_FLAGS,
+    ...ISOLATE_FLAG,
     system: { type: "string", value: "text", description: "system message at the start of the conversation" },
   },
   async run(ctx) {

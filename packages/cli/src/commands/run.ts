@@ -1,7 +1,7 @@
 import type { Message, TextModel } from "@infer/core";
 import { type Command, stringFlag, usageError } from "../command.js";
 import { readAll, withInterrupt, write } from "../io.js";
-import { generateOptionsOf, LOAD_FLAGS, loadOptionsOf, openModel, requireChatTemplate, SAMPLING_FLAGS } from "../models.js";
+import { generateOptionsOf, ISOLATE_FLAG, LOAD_FLAGS, loadOptionsOf, openModel, requireChatTemplate, SAMPLING_FLAGS } from "../models.js";
 
 export const runCommand: Command = {
   name: "run",
@@ -16,6 +16,7 @@ export const runCommand: Command = {
   options: {
     ...SAMPLING_FLAGS,
     ...LOAD_FLAGS,
+    ...ISOLATE_FLAG,
     system: { type: "string", value: "text", description: "system message (implies --chat)" },
     chat: { type: "boolean", description: "wrap the prompt in the model's chat template" },
     json: { type: "boolean", description: "print one JSON object: text, finishReason, metrics" },

@@ -2,7 +2,7 @@ import { basename } from "node:path";
 import type { TextModel } from "@infer/core";
 import { createServer } from "@infer/server";
 import { type Command, numberFlag, stringFlag, usageError } from "../command.js";
-import { chatTemplateOf, LOAD_FLAGS, loadOptionsOf, openModel, SAMPLING_FLAGS } from "../models.js";
+import { chatTemplateOf, ISOLATE_FLAG, LOAD_FLAGS, loadOptionsOf, openModel, SAMPLING_FLAGS } from "../models.js";
 
 /** The name clients use: `name=spec` names it explicitly, else the alias, repo or file stem. */
 export function servedName(arg: string): { name: string; spec: string } {
@@ -23,6 +23,7 @@ export const serveCommand: Command = {
   ].join("\n"),
   options: {
     ...LOAD_FLAGS,
+    ...ISOLATE_FLAG,
     host: { type: "string", value: "address", description: "address to listen on (default 127.0.0.1)" },
     port: { type: "string", short: "p", value: "port", description: "port (default 8080; 0 picks a free one)" },
     "api-key": { type: "string", value: "key", description: "require Authorization: Bearer <key> (default: INFER_API_KEY if set)" },

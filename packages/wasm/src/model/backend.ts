@@ -219,6 +219,11 @@ function rejectUnsupported(options: LoadOptions): void {
       details: { option: "draftModel" },
     });
   }
+  if (options.isolate === true) {
+    throw new InferenceError("UNSUPPORTED", "backend wasm runs no native code and cannot isolate a model in a child process (isolate)", {
+      details: { option: "isolate" },
+    });
+  }
   if (options.gpuLayers !== undefined && options.gpuLayers > 0) {
     throw new InferenceError("UNSUPPORTED", "backend wasm runs on the CPU only; gpuLayers must be 0 or -1", {
       details: { option: "gpuLayers" },

@@ -191,6 +191,8 @@ test("load options the engine cannot honour fail with clear codes", async () => 
     [{ adapterPath: "/x" }, "UNSUPPORTED", "adapterPath"],
     [{ draftModel: "/x" }, "UNSUPPORTED", "draftModel"],
     [{ gpuLayers: 5 }, "UNSUPPORTED", "gpuLayers"],
+    [{ isolate: true }, "UNSUPPORTED", "isolate"],
+    [{ isolate: "yes" }, "INVALID_OPTION", "isolate"],
     [{ contextLength: 2 ** 40 }, "INVALID_OPTION", "contextLength"],
     [{ threads: 0 }, "INVALID_OPTION", "threads"],
   ];

@@ -171,23 +171,23 @@ async function soakBackend(backend, model) {
   }
 }
 
+/** The value at quantile `q` of ascending `sorted`. */
+const quantile = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))];
+
 function probeSummary(probes) {
   if (probes.length === 0) return { count: 0 };
-  const overruns = probes.map((p) => p.generated - p.noticed);
-  const inTransit = probes.map((p) => p.noticed - p.received);
+  const afterNotice = probes.map((p) => p.generated - p.noticed);
+  const inTransit = probes.map((p) => p.noticed - p.received).sort((a, b) => a - b);
   const release = probes.map((p) => p.releaseMs).sort((a, b) => a - b);
   const tokenMs = probes.map((p) => p.tokenMs).filter((t) => t !== undefined);
   const histogram = {};
-  for (const o of overruns) histogram[o] = (histogram[o] ?? 0) + 1;
-  const transit = {};
-  for (const t of inTransit) transit[t] = (transit[t] ?? 0) + 1;
+  for (const n of afterNotice) histogram[n] = (histogram[n] ?? 0) + 1;
   return {
     count: probes.length,
     tokensAfterNotice: histogram,
-    maxTokensAfterNotice: Math.max(...overruns),
-    tokensInTransit: transit,
-    releaseMsMedian: release[Math.floor(release.length / 2)],
-    releaseMsMax: release.at(-1),
+    maxTokensAfterNotice: Math.max(...afterNotice),
+    tokensInTransit: { median: quantile(inTransit, 0.5), p99: quantile(inTransit, 0.99), max: inTransit.at(-1) },
+    releaseMs: { median: quantile(release, 0.5), p99: quantile(release, 0.99), max: release.at(-1) },
     meanTokenMs: tokenMs.length ? tokenMs.reduce((a, b) => a + b, 0) / tokenMs.length : undefined,
   };
 }
@@ -209,8 +209,8 @@ function print(result) {
     p.count === 0
       ? "disconnect probes: none completed"
       : `disconnect probes ${p.count}: tokens after the server saw the disconnect ${JSON.stringify(p.tokensAfterNotice)} ` +
-          `(max ${p.maxTokensAfterNotice}, allowed ${DISCONNECT_ALLOWANCE}); in transit ${JSON.stringify(p.tokensInTransit)}; ` +
-          `slot free after ${f(p.releaseMsMedian)} ms median, ${f(p.releaseMsMax)} ms max; ${f(p.meanTokenMs, 2)} ms per token`,
+          `(max ${p.maxTokensAfterNotice}, allowed ${DISCONNECT_ALLOWANCE}); in transit ${p.tokensInTransit.median} median, ${p.tokensInTransit.p99} p99, ${p.tokensInTransit.max} max; ` +
+          `slot free after ${f(p.releaseMs.median)} ms median, ${f(p.releaseMs.p99)} ms p99, ${f(p.releaseMs.max)} ms max; ${f(p.meanTokenMs, 2)} ms per token`,
   );
   const lag = result.driverLagMs;
   console.log(`soak driver's event-loop delay: ${f(lag.p50)} ms median, ${f(lag.p99)} ms p99, ${f(lag.max)} ms max`);

@@ -245,10 +245,15 @@ export function createServer(options: ServerOptions): InferServer {
   const http = createHttpServer(httpServerOptions(options), (req, res) => void handle(req, res));
   // The response each connection is on, so that a parse error after it began only closes the connection.
   const responses = new WeakMap<Socket, ServerResponse>();
-  answerClientErrors(http, (socket) => {
-    const res = responses.get(socket);
-    return res !== undefined && res.headersSent && !res.writableFinished;
-  });
+  answerClientErrors(
+    http,
+    (socket) => {
+      const res = responses.get(socket);
+      return res !== undefined && res.headersSent && !res.writableFinished;
+    },
+    // The path of a request the parser refused is unknown: it counts with the unknown routes.
+    (status) => metrics.requests.add({ endpoint: "other", status: String(status) }),
+  );
 
   return {
     http,

@@ -125,6 +125,16 @@ describe("the server refuses bad input in OpenAI's error shape", () => {
     }
   });
 
+  test("requests the HTTP parser refuses count in infer_requests_total", async () => {
+    const count = async () => {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      return Number(/^infer_requests_total\{endpoint="other",status="431"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    };
+    const before = await count();
+    parseRaw(await rawExchange(port, `GET /v1/models HTTP/1.1\r\nhost: x\r\nx-big: ${"a".repeat(64 * 1024)}\r\n\r\n`));
+    assert.equal(await count(), before + 1);
+  });
+
   test("a body that stalls halfway gets 408 after the request timeout", async () => {
     const started = performance.now();
     const raw = await rawExchange(port, 'POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"prompt":');

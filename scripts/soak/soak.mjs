@@ -135,6 +135,13 @@ async function soakBackend(backend, model) {
     }
     const server5xx = Object.entries(serverStatuses).filter(([s]) => s.startsWith("5")).reduce((n, [, v]) => n + v, 0);
     if (server5xx > 0) tally.violation("end", `the server counted ${server5xx} 5xx answers`);
+    // Every refusal the clients got, the server counted (200s differ: the probes' scrapes, disconnects counted as aborted).
+    const clientStatuses = tally.statusCounts();
+    for (const status of new Set([...Object.keys(clientStatuses), ...Object.keys(serverStatuses)])) {
+      if (Number(status) >= 400 && (clientStatuses[status] ?? 0) !== (serverStatuses[status] ?? 0)) {
+        tally.violation("end", `clients got ${clientStatuses[status] ?? 0} × ${status}, the server counted ${serverStatuses[status] ?? 0}`);
+      }
+    }
     const health = await timedFetch(`${server.url}/health`, {}, 10_000);
     if (health.status !== 200) tally.violation("end", `/health answered ${health.status} after the load`);
     const modelTokens = ["prefill", "decode"].reduce((n, phase) => n + (metrics.get(`infer_model_tokens_total{model="${MODEL}",phase="${phase}"}`) ?? 0), 0);

@@ -240,27 +240,28 @@ export async function stalledBody(ctx, tally) {
   if (problem) tally.violation("stalled body", problem);
 }
 
-/** The mix: [weight, send]; kinds the model cannot serve are left out. */
+/** The mix: [weight, name, send]; kinds the model cannot serve are left out. */
 export function requestMix({ chat, embeddings: withEmbeddings }) {
   return [
-    [20, (ctx, t) => completion(ctx, t, false)],
-    [20, (ctx, t) => streamed(ctx, t, false)],
-    ...(chat ? [[8, (ctx, t) => completion(ctx, t, true)], [8, (ctx, t) => streamed(ctx, t, true)]] : []),
-    [10, disconnect],
-    ...(withEmbeddings ? [[5, embeddings]] : []),
-    [3, (ctx, t) => getJson(ctx, t, "models", "/v1/models", (text) => safeJson(text)?.data?.some((m) => m.id === ctx.model))],
-    [2, (ctx, t) => getJson(ctx, t, "models", `/v1/models/${ctx.model}`, (text) => safeJson(text)?.id === ctx.model)],
-    [2, (ctx, t) => getJson(ctx, t, "metrics", "/metrics", (text) => text.includes("infer_requests_total"))],
-    [2, (ctx, t) => getJson(ctx, t, "health", "/health", (text) => safeJson(text)?.status === "ok")],
-    [10, malformed],
-    [3, rawMalformed],
-    [1, slowBody],
+    [20, "completion", (ctx, t) => completion(ctx, t, false)],
+    [20, "completion stream", (ctx, t) => streamed(ctx, t, false)],
+    ...(chat ? [[8, "chat", (ctx, t) => completion(ctx, t, true)], [8, "chat stream", (ctx, t) => streamed(ctx, t, true)]] : []),
+    [10, "disconnect", disconnect],
+    ...(withEmbeddings ? [[5, "embeddings", embeddings]] : []),
+    [3, "models", (ctx, t) => getJson(ctx, t, "models", "/v1/models", (text) => safeJson(text)?.data?.some((m) => m.id === ctx.model))],
+    [2, "models", (ctx, t) => getJson(ctx, t, "models", `/v1/models/${ctx.model}`, (text) => safeJson(text)?.id === ctx.model)],
+    [2, "metrics", (ctx, t) => getJson(ctx, t, "metrics", "/metrics", (text) => text.includes("infer_requests_total"))],
+    [2, "health", (ctx, t) => getJson(ctx, t, "health", "/health", (text) => safeJson(text)?.status === "ok")],
+    [10, "malformed", malformed],
+    [3, "raw", rawMalformed],
+    [1, "slow body", slowBody],
   ];
 }
 
+/** One [weight, name, send] entry of `mix`, picked with probability proportional to its weight. */
 export function pickWeighted(mix) {
   const total = mix.reduce((n, [w]) => n + w, 0);
   let r = Math.random() * total;
-  for (const [w, send] of mix) if ((r -= w) < 0) return send;
-  return mix.at(-1)[1];
+  for (const entry of mix) if ((r -= entry[0]) < 0) return entry;
+  return mix.at(-1);
 }

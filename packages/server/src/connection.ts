@@ -50,15 +50,23 @@ const REASONS: Record<number, string> = { 400: "Bad Request", 408: "Request Time
  * Answers requests that node:http could not parse or that timed out in the
  * OpenAI error shape rather than node's bare status line, then closes the
  * connection: after a parse error the rest of its bytes mean nothing.
- * A connection whose response has already begun is just closed.
+ * A connection whose response has already begun, or whose client has gone,
+ * is just closed. `answered` hears the status of each answer sent here, which
+ * no route's response carries.
  */
-export function answerClientErrors(http: Server, responseStarted: (socket: Socket) => boolean): void {
+export function answerClientErrors(
+  http: Server,
+  responseStarted: (socket: Socket) => boolean,
+  answered: (status: number, socket: Socket) => void,
+): void {
   http.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
-    if (error.code === "ECONNRESET" || !socket.writable || responseStarted(socket)) {
+    // HPE_INVALID_EOF_STATE: the client closed its side in the middle of a request, so it waits for no answer.
+    if (error.code === "ECONNRESET" || error.code === "HPE_INVALID_EOF_STATE" || !socket.writable || responseStarted(socket)) {
       socket.destroy();
       return;
     }
     const answer = describeClientError(error);
+    answered(answer.status, socket);
     const body = JSON.stringify(answer.body());
     socket.once("finish", () => socket.destroy());
     socket.end(

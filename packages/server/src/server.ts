@@ -221,7 +221,7 @@ export function createServer(options: ServerOptions): InferServer {
       if (!res.writableFinished) controller.abort(new Error("the client disconnected"));
       inFlight.delete(controller);
       const endpoint = Object.hasOwn(ROUTE_METHODS, path) ? path : "other";
-      const status = res.writableFinished ? String(res.statusCode) : "aborted";
+      const status = res.writableFinished ? String(res.statusCode) : String(refused.get(res) ?? "aborted");
       metrics.requests.add({ endpoint, status });
       metrics.latency.observe({ endpoint }, (performance.now() - started) / 1000);
       options.log?.(`${req.method} ${path} ${status} ${Math.round(performance.now() - started)}ms`);
@@ -245,10 +245,21 @@ export function createServer(options: ServerOptions): InferServer {
   const http = createHttpServer(httpServerOptions(options), (req, res) => void handle(req, res));
   // The response each connection is on, so that a parse error after it began only closes the connection.
   const responses = new WeakMap<Socket, ServerResponse>();
-  answerClientErrors(http, (socket) => {
-    const res = responses.get(socket);
-    return res !== undefined && res.headersSent && !res.writableFinished;
-  });
+  // Responses whose request the parser refused part way (e.g. bad chunking in the body), by the status the client got.
+  const refused = new WeakMap<ServerResponse, number>();
+  answerClientErrors(
+    http,
+    (socket) => {
+      const res = responses.get(socket);
+      return res !== undefined && res.headersSent && !res.writableFinished;
+    },
+    (status, socket) => {
+      // A request refused in its body has a route's response, whose close counts it; one refused in its headers has no path.
+      const res = responses.get(socket);
+      if (res !== undefined && !res.writableFinished) refused.set(res, status);
+      else metrics.requests.add({ endpoint: "other", status: String(status) });
+    },
+  );
 
   return {
     http,

@@ -125,6 +125,42 @@ describe("the server refuses bad input in OpenAI's error shape", () => {
     }
   });
 
+  test("requests the HTTP parser refuses count once in infer_requests_total, with the status the client got", async () => {
+    const metrics = async () => await (await fetch(`${url}/metrics`)).text();
+    const count = (text: string, endpoint: string, status: string) =>
+      Number(new RegExp(`^infer_requests_total\\{endpoint="${endpoint}",status="${status}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
+    const before = await metrics();
+    // Refused in its headers: no route saw it.
+    assert.equal(parseRaw(await rawExchange(port, `GET /v1/models HTTP/1.1\r\nhost: x\r\nx-big: ${"a".repeat(64 * 1024)}\r\n\r\n`)).status, 431);
+    // Refused in its body: its route counts the 400, not an abort.
+    const badChunk = "POST /v1/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n";
+    assert.equal(parseRaw(await rawExchange(port, badChunk)).status, 400);
+    const after = await metrics();
+    assert.equal(count(after, "other", "431"), count(before, "other", "431") + 1);
+    assert.equal(count(after, "/v1/completions", "400"), count(before, "/v1/completions", "400") + 1);
+    assert.equal(count(after, "/v1/completions", "aborted"), count(before, "/v1/completions", "aborted"));
+    assert.equal(count(after, "other", "400"), count(before, "other", "400"));
+  });
+
+  test("a client that leaves in the middle of a body after its 413 gets no phantom 400", async () => {
+    const metrics = async () => await (await fetch(`${url}/metrics`)).text();
+    const before = await metrics();
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect(port, "127.0.0.1");
+      socket.setEncoding("utf8");
+      socket.write(`POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: ${64 << 20}\r\n\r\n{"prompt":`);
+      socket.once("data", (text: string) => {
+        socket.end(); // gone half way through the body it announced
+        resolve(text);
+      });
+    });
+    assert.match(answer, /^HTTP\/1\.1 413 /);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const after = await metrics();
+    const other400 = (text: string) => Number(/^infer_requests_total\{endpoint="other",status="400"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    assert.equal(other400(after), other400(before));
+  });
+
   test("a body that stalls halfway gets 408 after the request timeout", async () => {
     const started = performance.now();
     const raw = await rawExchange(port, 'POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"prompt":');

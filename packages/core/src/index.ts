@@ -1,5 +1,6 @@
 export * from "./errors.js";
 export * from "./json.js";
+export * from "./chat-template.js";
 export * from "./types.js";
 export * from "./options.js";
 export * from "./model.js";

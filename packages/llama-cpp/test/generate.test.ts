@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { capabilitiesOf, isInferenceError, loadModel, type TextModel, type Token } from "@infer/core";
+import { assertRunawayTemplatesFail } from "@infer/core/testing";
 import "../src/index.js";
 import type { LlamaCppModel } from "../src/index.js";
 import { skipWithoutStories, STORIES_EXPECTED, STORIES_GGUF, TEST_LOAD } from "./fixtures.js";
@@ -196,6 +197,10 @@ describe("llama_cpp on stories260K", { skip: skipWithoutStories }, () => {
     const chat = await model.chatText([{ role: "user", content: "Once upon a time" }], { ...GREEDY, maxTokens: 10, chatTemplate });
     const plain = await model.generateText("Once upon a time", { ...GREEDY, maxTokens: 10 });
     assert.equal(chat.text, plain.text, "the rendered <s> is parsed as BOS, not doubled");
+  });
+
+  test("a runaway chat template (huge loops, deep nesting, huge strings) fails fast with INVALID_OPTION", async () => {
+    await assertRunawayTemplatesFail(model, "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}");
   });
 
   test("JSON schema and GBNF grammars constrain the output", async () => {

@@ -14,6 +14,7 @@ import type { Backend } from "../registry.js";
 import type { BatchResult, GenerationResult, Message, Token } from "../types.js";
 
 export { cosineSimilarity, maxAbsDifference, spread, topTwo } from "./logits.js";
+export { assertRunawayTemplatesFail, RUNAWAY_CHAT_TEMPLATES } from "./runaway-templates.js";
 
 export interface ConformanceOptions {
   /** Shown in the suite's title, e.g. "wasm stories260K". */

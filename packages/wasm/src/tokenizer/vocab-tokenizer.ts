@@ -413,6 +413,7 @@ export class VocabTokenizer implements Tokenizer {
       bosToken: this.spec.bosText ?? (this.bosId !== undefined ? this.table.text(this.bosId) : undefined),
       eosToken: this.spec.eosText ?? (this.eosId !== undefined ? this.table.text(this.eosId) : undefined),
       source: options.chatTemplate !== undefined ? "the chatTemplate option" : (this.spec.chatTemplateSource ?? this.source),
+      fromOption: options.chatTemplate !== undefined,
       ...options.extra,
     });
   }

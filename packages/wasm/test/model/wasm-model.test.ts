@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, before, describe, it, test } from "node:test";
 import { capabilitiesOf, capabilityMismatches, isInferenceError, loadModel, type TextModel, type TokenizerModel } from "@infer/core";
 import "@infer/core/node";
-import { runConformanceSuite } from "@infer/core/testing";
+import { assertRunawayTemplatesFail, runConformanceSuite } from "@infer/core/testing";
 import { GgmlType } from "@infer/formats";
 import { wasmBackend } from "../../src/index.js";
 import { writeRandomGguf, writeRandomHf, type RandomArchitecture } from "../../src/testing/index.js";
@@ -167,6 +167,10 @@ describe("bad input leaves the model usable", () => {
 
   it("chat without any template is NO_CHAT_TEMPLATE", async () => {
     await expectCode(model.chatText([{ role: "user", content: "hi" }]), "NO_CHAT_TEMPLATE");
+  });
+
+  it("a runaway chat template (huge loops, deep nesting, huge strings) fails fast with INVALID_OPTION", async () => {
+    await assertRunawayTemplatesFail(model, "{{ messages[0].content }}");
   });
 
   it("an aborted batch returns reason abort for every prompt, then the model works", async () => {

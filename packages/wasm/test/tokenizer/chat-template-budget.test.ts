@@ -1,0 +1,81 @@
+/**
+ * The render budget core puts on chat templates (parseBoundedTemplate,
+ * renderBoundedTemplate), driven with the @huggingface/jinja this package
+ * renders with: real templates render exactly as the library's own
+ * Template does, runaway ones fail fast with a code naming their source.
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import * as jinja from "@huggingface/jinja";
+import {
+  CHAT_TEMPLATE_LIMITS,
+  isInferenceError,
+  parseBoundedTemplate,
+  renderBoundedTemplate,
+  type ChatTemplateLimits,
+  type Message,
+} from "@infer/core";
+import { RUNAWAY_CHAT_TEMPLATES } from "@infer/core/testing";
+import { renderChat } from "../../src/tokenizer/index.js";
+import { referenceFiles, type ReferenceName } from "./helpers.js";
+
+const origin = { source: "test.jinja", code: "MODEL_FORMAT" } as const;
+
+function conversation(turns: number): Message[] {
+  return Array.from({ length: turns }, (_, i) => ({
+    role: i === 0 ? "system" : i % 2 === 1 ? "user" : "assistant",
+    content: `turn ${i}: ${"words ".repeat(i % 7)}`,
+  }));
+}
+
+function bounded(template: string, variables: Record<string, unknown>, limits?: Partial<ChatTemplateLimits>): string {
+  const all = { ...CHAT_TEMPLATE_LIMITS, ...limits };
+  return renderBoundedTemplate(jinja, parseBoundedTemplate(jinja, template, origin, all), variables, origin, all);
+}
+
+const overLimit = (code: string, limit: string, source: string = origin.source) => (error: unknown) =>
+  isInferenceError(error, code as "MODEL_FORMAT") &&
+  error.message.startsWith(`${source}: the chat template `) &&
+  error.message.endsWith(`(limit ${limit})`) &&
+  error.details?.limit === limit;
+
+describe("chat template budget", () => {
+  for (const name of ["qwen3", "llama3", "gemma3"] as ReferenceName[]) {
+    it(`${name}'s template renders as the library's own Template does, for 4 and 400 turns`, () => {
+      const template = referenceFiles(name).tokenizerConfig.chat_template as string;
+      for (const turns of [4, 400]) {
+        const variables = { messages: conversation(turns), add_generation_prompt: true, bos_token: "<s>", eos_token: "</s>" };
+        assert.equal(bounded(template, variables), new jinja.Template(template).render(variables));
+      }
+    });
+  }
+
+  it("each runaway template fails: MODEL_FORMAT from a model file, INVALID_OPTION as an option, naming the source and limit", () => {
+    const messages: Message[] = [{ role: "user", content: "hi" }];
+    for (const { name, template, limit } of RUNAWAY_CHAT_TEMPLATES) {
+      assert.throws(() => renderChat(template, messages, { source: "model.gguf" }), overLimit("MODEL_FORMAT", limit, "model.gguf"), name);
+      const asOption = { source: "the option", fromOption: true };
+      assert.throws(() => renderChat(template, messages, asOption), overLimit("INVALID_OPTION", limit, "the option"), name);
+    }
+  });
+
+  it("the clock stops steps that are each expensive; depth stops deep evaluation", () => {
+    const loop = "{% for i in range(100000) %}{{ i }}{% endfor %}";
+    assert.equal(bounded(loop, {}, { maxSteps: 1e9 }).length, 488_890);
+    assert.throws(() => bounded(loop, {}, { maxSteps: 1e9, maxMillis: 0 }), overLimit("MODEL_FORMAT", "maxMillis"));
+    const deep = "{% if true %}".repeat(30) + "x" + "{% endif %}".repeat(30);
+    assert.equal(bounded(deep, {}), "x");
+    assert.throws(() => bounded(deep, {}, { maxDepth: 20 }), overLimit("MODEL_FORMAT", "maxDepth"));
+    assert.throws(() => bounded(deep, {}, { maxNesting: 20 }), overLimit("MODEL_FORMAT", "maxNesting"));
+  });
+
+  it("the budget grows with the inputs: long conversations and long messages still render", () => {
+    const template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
+    const long = conversation(2000);
+    assert.equal(bounded(template, { messages: long }, { maxSteps: 100 }), new jinja.Template(template).render({ messages: long }));
+    const document = "x".repeat(CHAT_TEMPLATE_LIMITS.maxChars + 1);
+    assert.equal(bounded(template, { messages: [{ role: "user", content: document }] }).length, document.length + 7);
+    // Without inputs that large, a value that size is over budget.
+    assert.throws(() => bounded(`{{ 'a\nb' | indent(${CHAT_TEMPLATE_LIMITS.maxChars}) }}`, {}), overLimit("MODEL_FORMAT", "maxChars"));
+  });
+});

@@ -5,6 +5,7 @@ import type { LoadOptions } from "@infer/core";
 import { GgmlType, type GgufHeader, getNumber, getString, typeName } from "@infer/formats";
 import { readGgufHeader } from "@infer/formats/node";
 import { assertHyperparameters } from "./hparams.js";
+import { assertTensorShapes } from "./tensor-shapes.js";
 import { assertVocabulary } from "./vocab-check.js";
 import { formatError } from "./format-error.js";
 
@@ -15,24 +16,58 @@ import { formatError } from "./format-error.js";
  * tensor table whole, every count and length bounded by the file's size, so
  * every tensor's data lies inside the file, aligned, with a known type.
  */
-export async function assertLlamaCppCanRead(path: string, options: Pick<LoadOptions, "adapterPath" | "draftModel">): Promise<void> {
-  await assertModelFile(path);
+export async function assertLlamaCppCanRead(
+  path: string,
+  options: Pick<LoadOptions, "adapterPath" | "draftModel" | "contextLength">,
+): Promise<void> {
+  const header = await assertModelFile(path);
+  if (options.contextLength === undefined) assertAutomaticContext(header);
   if (options.adapterPath !== undefined) await assertAdapterFile(options.adapterPath);
   if (options.draftModel !== undefined) await assertModelFile(options.draftModel);
 }
 
 /** A model: its header, hyperparameters and vocabulary as llama.cpp reads them. */
 export async function assertModelFile(path: string): Promise<GgufHeader> {
-  const header = await readGgufHeader(path);
+  const header = await readHeader(path);
   const { metadata } = header;
   if (getString(metadata, "general.type") === "adapter") {
     throw formatError(path, "general.type", 'is "adapter": this is a LoRA adapter, not a model (pass it as adapterPath)');
   }
   const arch = getString(metadata, "general.architecture", true);
-  assertHyperparameters(header, arch);
+  assertTensorShapes(header, arch, assertHyperparameters(header, arch));
   assertVocabulary(header, arch);
   assertVectorTypes(header);
   return header;
+}
+
+/** The header, refusing an empty metadata key: llama.cpp's GGUF reader asserts on one (GGML_ASSERT(!key.empty())). */
+async function readHeader(path: string): Promise<GgufHeader> {
+  const header = await readGgufHeader(path);
+  const empty = [...header.metadata.keys()].indexOf("");
+  if (empty >= 0) throw formatError(path, `metadata key #${empty}`, "is empty; llama.cpp refuses a key without a name");
+  return header;
+}
+
+/**
+ * The trained context length above which a file is not believed: no model is
+ * trained on more than a few million tokens, and node-llama-cpp's automatic
+ * context grows toward the trained length, so a corrupt value would claim
+ * gigabytes of KV cache. Loading with an explicit contextLength is unaffected.
+ */
+export const MAX_TRAINED_CONTEXT = 2 ** 24;
+
+/** Without LoadOptions.contextLength, the context is sized from the file's context_length: refuse an absurd one. */
+function assertAutomaticContext(header: GgufHeader): void {
+  const name = `${getString(header.metadata, "general.architecture", true)}.context_length`;
+  const trained = getNumber(header.metadata, name);
+  if (trained !== undefined && trained > MAX_TRAINED_CONTEXT) {
+    throw formatError(
+      header.source,
+      name,
+      `is ${trained} tokens, more than any model is trained on (${MAX_TRAINED_CONTEXT}); the automatic context would be sized from it: ` +
+        "pass contextLength to load this file",
+    );
+  }
 }
 
 /**
@@ -50,7 +85,7 @@ function assertVectorTypes(header: GgufHeader): void {
 
 /** A LoRA adapter: its header and tensor table, and a finite alpha (llama.cpp scales every delta by it). */
 export async function assertAdapterFile(path: string): Promise<GgufHeader> {
-  const header = await readGgufHeader(path);
+  const header = await readHeader(path);
   const alpha = getNumber(header.metadata, "adapter.lora.alpha");
   if (alpha !== undefined && !Number.isFinite(alpha)) throw formatError(path, "adapter.lora.alpha", `is ${alpha}, not a finite number`);
   return header;

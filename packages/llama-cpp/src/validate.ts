@@ -16,12 +16,8 @@ import { formatError } from "./format-error.js";
  * tensor table whole, every count and length bounded by the file's size, so
  * every tensor's data lies inside the file, aligned, with a known type.
  */
-export async function assertLlamaCppCanRead(
-  path: string,
-  options: Pick<LoadOptions, "adapterPath" | "draftModel" | "contextLength">,
-): Promise<void> {
-  const header = await assertModelFile(path);
-  if (options.contextLength === undefined) assertAutomaticContext(header);
+export async function assertLlamaCppCanRead(path: string, options: Pick<LoadOptions, "adapterPath" | "draftModel">): Promise<void> {
+  await assertModelFile(path);
   if (options.adapterPath !== undefined) await assertAdapterFile(options.adapterPath);
   if (options.draftModel !== undefined) await assertModelFile(options.draftModel);
 }
@@ -40,34 +36,16 @@ export async function assertModelFile(path: string): Promise<GgufHeader> {
   return header;
 }
 
-/** The header, refusing an empty metadata key: llama.cpp's GGUF reader asserts on one (GGML_ASSERT(!key.empty())). */
+/**
+ * The header, refusing an empty metadata key or one holding a NUL: llama.cpp
+ * copies keys as C strings, so such a key reaches its key-value constructor
+ * empty and aborts (GGML_ASSERT(!key.empty())).
+ */
 async function readHeader(path: string): Promise<GgufHeader> {
   const header = await readGgufHeader(path);
-  const empty = [...header.metadata.keys()].indexOf("");
-  if (empty >= 0) throw formatError(path, `metadata key #${empty}`, "is empty; llama.cpp refuses a key without a name");
+  const bad = [...header.metadata.keys()].findIndex((key) => key === "" || key.includes("\0"));
+  if (bad >= 0) throw formatError(path, `metadata key #${bad}`, "is empty or holds a NUL character; llama.cpp reads keys as C strings");
   return header;
-}
-
-/**
- * The trained context length above which a file is not believed: no model is
- * trained on more than a few million tokens, and node-llama-cpp's automatic
- * context grows toward the trained length, so a corrupt value would claim
- * gigabytes of KV cache. Loading with an explicit contextLength is unaffected.
- */
-export const MAX_TRAINED_CONTEXT = 2 ** 24;
-
-/** Without LoadOptions.contextLength, the context is sized from the file's context_length: refuse an absurd one. */
-function assertAutomaticContext(header: GgufHeader): void {
-  const name = `${getString(header.metadata, "general.architecture", true)}.context_length`;
-  const trained = getNumber(header.metadata, name);
-  if (trained !== undefined && trained > MAX_TRAINED_CONTEXT) {
-    throw formatError(
-      header.source,
-      name,
-      `is ${trained} tokens, more than any model is trained on (${MAX_TRAINED_CONTEXT}); the automatic context would be sized from it: ` +
-        "pass contextLength to load this file",
-    );
-  }
 }
 
 /**

@@ -14,27 +14,30 @@ const ROPE_IS_HEAD = new Set(["llama", "llama-embed", "deci", "falcon", "qwen2",
  */
 const VALUE_IS_KEY = new Set(["llama", "qwen2", "qwen3", "phi3", "gemma3"]);
 
-/** A dimension llama.cpp expects, and the key it derives from (undefined: not derived from one, e.g. the vocabulary). */
-type Dimension = { size: number; key: string } | undefined;
+/** A dimension llama.cpp expects, and the key it derives from. */
+interface Dimension {
+  size: number;
+  key: string;
+}
 
 export function assertTensorShapes(header: GgufHeader, arch: string, hparams: Hyperparameters): void {
   const key = (name: string) => `${arch}.${name}`;
   assertFeedForwardPresent(header, key("feed_forward_length"), hparams);
   const heads = assertHeadSizes(header, arch, hparams);
-  const expected = heads && expectedShapes(header.source, arch, hparams, heads);
+  const expected = heads && expectedShapes(header, arch, hparams, heads);
   if (!expected) return;
   for (const tensor of header.tensors) {
     const match = /^(?:blk\.\d+\.)?(\w+)\.weight$/.exec(tensor.name);
     const dims = match && expected.get(match[1]!);
     if (!dims) continue;
     for (const dim of dims) {
-      if (dim !== undefined && dim.size < 1) {
+      if (dim.size < 1) {
         throw formatError(header.source, dim.key, `gives tensor "${tensor.name}" a dimension of ${dim.size}; llama.cpp needs every dimension 1 or more`);
       }
     }
-    const at = dims.findIndex((dim, d) => dim !== undefined && dim.size !== (tensor.shape[d] ?? 1));
+    const at = dims.findIndex((dim, d) => dim.size !== (tensor.shape[d] ?? 1));
     if (at >= 0) {
-      const want = dims.map((dim) => dim?.size ?? "n_vocab").join(", ");
+      const want = dims.map((dim) => dim.size).join(", ");
       throw formatError(header.source, dims[at]!.key, `does not fit tensor "${tensor.name}" [${tensor.shape.join(", ")}]: llama.cpp expects [${want}]`);
     }
   }
@@ -96,9 +99,13 @@ function assertHeadSizes(header: GgufHeader, arch: string, { embedding, heads }:
  * loaders this mirrors (llama.cpp's load_arch_tensors), from layer 0's counts
  * as llama.cpp takes them; undefined for any other architecture.
  */
-function expectedShapes(file: string, arch: string, hp: Hyperparameters, head: HeadSizes): Map<string, Dimension[]> | undefined {
+function expectedShapes(header: GgufHeader, arch: string, hp: Hyperparameters, head: HeadSizes): Map<string, Dimension[]> | undefined {
   const key = (name: string) => `${arch}.${name}`;
+  const file = header.source;
   if (!["llama", "qwen2", "qwen3", "gemma3", "phi3"].includes(arch)) return undefined;
+  // Sliding-window layers may have head sizes of their own, and layer 0, whose sizes the loaders take, may be one.
+  const swaKeys = ["attention.key_length_swa", "attention.value_length_swa", "rope.dimension_count_swa"];
+  if (swaKeys.some((name) => header.metadata.has(key(name)))) return undefined;
   const embd = { size: hp.embedding!, key: key("embedding_length") };
   const headCount = hp.heads[0]!;
   const kvKey = key("attention.head_count_kv");
@@ -114,8 +121,6 @@ function expectedShapes(file: string, arch: string, hp: Hyperparameters, head: H
   const k = { size: (wholeQuery || arch === "qwen3" ? head.value : head.key) * kv, key: kvKey };
   const ff = { size: hp.feedForward[0]!, key: key("feed_forward_length") };
   const shapes = new Map<string, Dimension[]>([
-    ["token_embd", [embd, undefined]],
-    ["output", [embd, undefined]],
     ["output_norm", [embd]],
     ["attn_norm", [embd]],
     ["attn_q", [embd, q]],

@@ -10,7 +10,16 @@ export const LLAMA_MAX_EXPERTS = 1024;
 /** The values of `<arch>.rope.scaling.type` llama.cpp knows; any other aborts the load. */
 const ROPE_SCALING_TYPES = ["none", "linear", "yarn", "longrope"];
 
-export function assertHyperparameters(header: GgufHeader, arch: string): void {
+/** The counts later checks derive tensor shapes from: per-layer arrays hold one value for every layer. */
+export interface Hyperparameters {
+  layers: number;
+  embedding: number | undefined;
+  feedForward: number[];
+  heads: number[];
+  kvHeads: number[];
+}
+
+export function assertHyperparameters(header: GgufHeader, arch: string): Hyperparameters {
   const { metadata, source: file } = header;
   const key = (name: string) => `${arch}.${name}`;
   assertFiniteFloats(metadata, file, `${arch}.`);
@@ -19,7 +28,7 @@ export function assertHyperparameters(header: GgufHeader, arch: string): void {
   integer(metadata, file, key("nextn_predict_layers"), { max: layers });
   integer(metadata, file, key("context_length"), { min: 1 });
   const embedding = integer(metadata, file, key("embedding_length"), { min: 1 });
-  perLayer(metadata, file, key("feed_forward_length"), layers);
+  const feedForward = perLayer(metadata, file, key("feed_forward_length"), layers);
   assertExperts(metadata, file, key, layers);
 
   const heads = perLayer(metadata, file, key("attention.head_count"), layers);
@@ -55,6 +64,7 @@ export function assertHyperparameters(header: GgufHeader, arch: string): void {
   if (scaling !== undefined && !ROPE_SCALING_TYPES.includes(scaling)) {
     throw formatError(file, key("rope.scaling.type"), `is "${scaling}", not one of ${ROPE_SCALING_TYPES.join(", ")}`);
   }
+  return { layers, embedding, feedForward, heads, kvHeads };
 }
 
 /** Expert routing, as llama.cpp asserts it: used <= count <= LLAMA_MAX_EXPERTS, groups dividing the experts. */

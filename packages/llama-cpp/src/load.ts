@@ -57,7 +57,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
     assertKvTypeFits(model, options.kvType);
     await assertContextFits(llama, model, options.contextLength, slots, options.kvType);
     const contextOptions: LlamaContextOptions = {
-      contextSize: options.contextLength ?? "auto",
+      contextSize: options.contextLength ?? automaticContext(model.trainContextSize),
       sequences: slots,
       threads: { ideal: threads, min: threads },
       ...(options.kvType !== undefined && {
@@ -101,7 +101,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
       slots: sequences,
       draft,
       threads,
-      info: modelInfo(model, context.contextSize),
+      info: modelInfo(model, context.contextSize, options.contextLength === undefined),
       probe: new ProbeBus(options.probe),
     });
   } catch (error) {
@@ -231,7 +231,20 @@ async function assertAdapter(path: string): Promise<void> {
   await assertAdapterMetadata(path);
 }
 
-function modelInfo(model: LlamaModel, contextLength: number): ModelInfo {
+/**
+ * The most tokens an automatic context (no LoadOptions.contextLength) is sized
+ * for. node-llama-cpp's "auto" grows the context toward the file's trained
+ * context_length as far as memory allows, so a corrupt or absurd value (2^31-1)
+ * would claim gigabytes of KV cache for the smallest model; no automatic
+ * context needs more than this, and an explicit contextLength still may.
+ */
+export const AUTO_CONTEXT_MAX = 2 ** 18;
+
+function automaticContext(trained: number): LlamaContextOptions["contextSize"] {
+  return trained > AUTO_CONTEXT_MAX ? { max: AUTO_CONTEXT_MAX } : "auto";
+}
+
+function modelInfo(model: LlamaModel, contextLength: number, automatic: boolean): ModelInfo {
   const metadata = model.fileInfo.metadata as unknown as Record<string, Record<string, unknown> | undefined>;
   const architecture = String(metadata.general?.architecture ?? model.fileInfo.metadata.general.architecture);
   const archFields = metadata[architecture] ?? {};
@@ -251,6 +264,14 @@ function modelInfo(model: LlamaModel, contextLength: number): ModelInfo {
     ...(tensors && { parameters: tensors.reduce((sum, t) => sum + elementCount(t), 0) }),
     trainedContextLength: model.trainContextSize,
     // llama.cpp itself only logs this (at a level the runtime keeps quiet); the contract reports it.
-    warnings: contextLengthWarnings(contextLength, model.trainContextSize),
+    warnings: [
+      ...contextLengthWarnings(contextLength, model.trainContextSize),
+      ...(automatic && model.trainContextSize > AUTO_CONTEXT_MAX
+        ? [
+            `the automatic context is capped at ${AUTO_CONTEXT_MAX} of the ${model.trainContextSize} tokens the model claims to be ` +
+              "trained for; pass contextLength for more",
+          ]
+        : []),
+    ],
   };
 }

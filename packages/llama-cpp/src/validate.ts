@@ -5,6 +5,7 @@ import type { LoadOptions } from "@infer/core";
 import { GgmlType, type GgufHeader, getNumber, getString, typeName } from "@infer/formats";
 import { readGgufHeader } from "@infer/formats/node";
 import { assertHyperparameters } from "./hparams.js";
+import { assertTensorShapes } from "./tensor-shapes.js";
 import { assertVocabulary } from "./vocab-check.js";
 import { formatError } from "./format-error.js";
 
@@ -23,15 +24,27 @@ export async function assertLlamaCppCanRead(path: string, options: Pick<LoadOpti
 
 /** A model: its header, hyperparameters and vocabulary as llama.cpp reads them. */
 export async function assertModelFile(path: string): Promise<GgufHeader> {
-  const header = await readGgufHeader(path);
+  const header = await readHeader(path);
   const { metadata } = header;
   if (getString(metadata, "general.type") === "adapter") {
     throw formatError(path, "general.type", 'is "adapter": this is a LoRA adapter, not a model (pass it as adapterPath)');
   }
   const arch = getString(metadata, "general.architecture", true);
-  assertHyperparameters(header, arch);
+  assertTensorShapes(header, arch, assertHyperparameters(header, arch));
   assertVocabulary(header, arch);
   assertVectorTypes(header);
+  return header;
+}
+
+/**
+ * The header, refusing an empty metadata key or one holding a NUL: llama.cpp
+ * copies keys as C strings, so such a key reaches its key-value constructor
+ * empty and aborts (GGML_ASSERT(!key.empty())).
+ */
+async function readHeader(path: string): Promise<GgufHeader> {
+  const header = await readGgufHeader(path);
+  const bad = [...header.metadata.keys()].findIndex((key) => key === "" || key.includes("\0"));
+  if (bad >= 0) throw formatError(path, `metadata key #${bad}`, "is empty or holds a NUL character; llama.cpp reads keys as C strings");
   return header;
 }
 
@@ -50,7 +63,7 @@ function assertVectorTypes(header: GgufHeader): void {
 
 /** A LoRA adapter: its header and tensor table, and a finite alpha (llama.cpp scales every delta by it). */
 export async function assertAdapterFile(path: string): Promise<GgufHeader> {
-  const header = await readGgufHeader(path);
+  const header = await readHeader(path);
   const alpha = getNumber(header.metadata, "adapter.lora.alpha");
   if (alpha !== undefined && !Number.isFinite(alpha)) throw formatError(path, "adapter.lora.alpha", `is ${alpha}, not a finite number`);
   return header;

@@ -76,11 +76,29 @@ const MUTANTS: Mutant[] = [
     field: 'tensor "token_embd.weight"',
     mutate: (b) => b.writeBigUInt64LE(511n, shapeAt(b, "token_embd.weight") + 8),
   },
+  // stories260K's head size is 64 / 8 = 8: RoPE must turn all of it (llama), an even count of at most 8 (ggml's rope).
+  ...[1, 4096, 65535, 2 ** 32 - 1, 0].map(
+    (count): Mutant => ({
+      name: `rope.dimension_count ${count}`,
+      field: "llama.rope.dimension_count",
+      mutate: (b) => b.writeUInt32LE(count, valueAt(b, "llama.rope.dimension_count")),
+    }),
+  ),
+  {
+    name: "feed_forward_length 0 (ffn tensors shaped [64, 0])",
+    field: "llama.feed_forward_length",
+    mutate: (b) => b.writeUInt32LE(0, valueAt(b, "llama.feed_forward_length")),
+  },
+  {
+    name: "feed_forward_length 171, one less than ffn_up's rows",
+    field: "llama.feed_forward_length",
+    mutate: (b) => b.writeUInt32LE(171, valueAt(b, "llama.feed_forward_length")),
+  },
 ];
 
-/** stories260K rewritten with `extra` metadata (keys it lacks, so its bytes cannot just be patched). */
-async function writeWithMetadata(path: string, extra: Record<string, GgufValue>): Promise<void> {
-  const source = await readGguf(STORIES_GGUF);
+/** A model rewritten with `extra` metadata (keys it lacks, so its bytes cannot just be patched). */
+async function writeWithMetadata(from: string, path: string, extra: Record<string, GgufValue>): Promise<void> {
+  const source = await readGguf(from);
   const metadata = new Map([...source.metadata, ...Object.entries(extra)]);
   await writeGgufFile(path, {
     metadata,
@@ -98,6 +116,9 @@ const ADDED_KEYS: { name: string; field: string; extra: Record<string, GgufValue
       "llama.expert_used_count": { type: GgufValueType.UINT32, value: 4 },
     },
   },
+  { name: "an empty metadata key", field: "metadata key #", extra: { "": { type: GgufValueType.STRING, value: "x" } } },
+  // Read as a C string, this key is empty to llama.cpp (the fuzzer's gguf-header seed 7 case 2198).
+  { name: "a metadata key starting with NUL", field: "metadata key #", extra: { "\0\0tokenizer.x": { type: GgufValueType.UINT32, value: 1 } } },
   {
     name: "an unknown rope scaling type",
     field: "llama.rope.scaling.type",
@@ -119,24 +140,69 @@ describe("corrupt GGUF files are MODEL_FORMAT naming the field, before llama.cpp
     }
     for (const [i, { name, field, extra }] of ADDED_KEYS.entries()) {
       const path = join(dir, `added-${i}.gguf`);
-      await writeWithMetadata(path, extra);
+      await writeWithMetadata(STORIES_GGUF, path, extra);
       cases.push({ name, field, path });
     }
   });
 
   test("each mutant, loaded (and generated from) in a child process, is refused at load without aborting it", () => {
-    const child = spawnSync(process.execPath, [LOAD_CHILD, ...cases.map((c) => c.path)], { encoding: "utf8", timeout: 120_000 });
-    const lines = child.stdout.trim().split("\n").filter(Boolean);
-    const last = cases[lines.length]?.name;
-    assert.equal(child.status, 0, `the child died (signal ${child.signal}) at mutant "${last}": ${child.stderr.slice(-2000)}`);
-    assert.equal(lines.length, cases.length);
-    for (const [i, { name, field, path }] of cases.entries()) {
-      const outcome = JSON.parse(lines[i]!) as { path: string; code?: string; field?: string; message?: string };
-      assert.equal(outcome.path, path);
-      assert.equal(outcome.code, "MODEL_FORMAT", `${name}: ${lines[i]}`);
-      assert.ok(outcome.field?.startsWith(field), `${name}: field ${outcome.field}, expected ${field}`);
-      assert.ok(outcome.message?.includes(path), `${name}: ${outcome.message}`);
+    assertRefusedInChild(cases);
+  });
+});
+
+/** Loads (and generates from) each case in a child process: each must be MODEL_FORMAT naming its field, the child alive. */
+function assertRefusedInChild(cases: { name: string; field: string; path: string }[]): void {
+  const child = spawnSync(process.execPath, [LOAD_CHILD, ...cases.map((c) => c.path)], { encoding: "utf8", timeout: 120_000 });
+  const lines = child.stdout.trim().split("\n").filter(Boolean);
+  const last = cases[lines.length]?.name;
+  assert.equal(child.status, 0, `the child died (signal ${child.signal}) at mutant "${last}": ${child.stderr.slice(-2000)}`);
+  assert.equal(lines.length, cases.length);
+  for (const [i, { name, field, path }] of cases.entries()) {
+    const outcome = JSON.parse(lines[i]!) as { path: string; code?: string; field?: string; message?: string };
+    assert.equal(outcome.path, path);
+    assert.equal(outcome.code, "MODEL_FORMAT", `${name}: ${lines[i]}`);
+    assert.ok(outcome.field?.startsWith(field), `${name}: field ${outcome.field}, expected ${field}`);
+    assert.ok(outcome.message?.includes(path), `${name}: ${outcome.message}`);
+  }
+}
+
+/**
+ * Head and RoPE sizes on the random models (whose key_length is given): each
+ * aborted llama.cpp in its graph (qwen2/qwen3/phi3 assert n_embd_head ==
+ * n_embd_head_k and == n_rot; ggml's views and reshapes assert on sizes from
+ * head counts that disagree with the tensors).
+ */
+const RANDOM_MUTANTS: { architecture: string; field: string; changes: Record<string, number> }[] = [
+  ...["qwen2", "phi3"].flatMap((architecture) => [
+    ...[1, 65535].map((value) => ({ architecture, field: `${architecture}.attention.key_length`, changes: { "attention.key_length": value } })),
+    ...[65536, 2 ** 31 - 1].map((value) => ({ architecture, field: `${architecture}.attention.head_count`, changes: { "attention.head_count": value } })),
+  ]),
+  { architecture: "qwen3", field: "qwen3.rope.dimension_count", changes: { "rope.dimension_count": 4 } },
+  { architecture: "phi3", field: "phi3.rope.dimension_count", changes: { "rope.dimension_count": 0 } },
+  { architecture: "phi3", field: "phi3.rope.dimension_count", changes: { "rope.dimension_count": 7 } },
+  { architecture: "gemma3", field: "gemma3.rope.dimension_count", changes: { "rope.dimension_count": 4096 } },
+  { architecture: "gemma3", field: "gemma3.feed_forward_length", changes: { feed_forward_length: 0 } },
+];
+
+describe("corrupt head and RoPE sizes of every architecture are MODEL_FORMAT naming the field", { skip: wasmBuildMissing }, () => {
+  const cases: { name: string; field: string; path: string }[] = [];
+  before(async () => {
+    const { writeRandomGguf } = await loadWasmKit();
+    const dir = await mkdtemp(join(tmpdir(), "infer-corrupt-heads-"));
+    for (const [i, { architecture, field, changes }] of RANDOM_MUTANTS.entries()) {
+      const source = join(dir, `${architecture}.gguf`);
+      await writeRandomGguf(source, { architecture, seed: 7 });
+      const extra = Object.fromEntries(
+        Object.entries(changes).map(([key, value]): [string, GgufValue] => [`${architecture}.${key}`, { type: GgufValueType.UINT32, value }]),
+      );
+      const path = join(dir, `mutant-${i}.gguf`);
+      await writeWithMetadata(source, path, extra);
+      cases.push({ name: `${architecture} ${JSON.stringify(changes)}`, field, path });
     }
+  });
+
+  test("each mutant, loaded in a child process, is refused at load without aborting it", () => {
+    assertRefusedInChild(cases);
   });
 });
 
@@ -173,6 +239,7 @@ describe("the adapter and the draft model are checked as well", { skip: skipWith
     await assert.rejects(assertLlamaCppCanRead(STORIES_GGUF, { adapterPath: adapter }), refusal(adapter, "adapter.lora.alpha"));
     await assert.rejects(assertLlamaCppCanRead(STORIES_GGUF, { draftModel: adapter }), refusal(adapter, "general.type"));
   });
+
 });
 
 describe("valid models pass the checks", () => {
@@ -185,10 +252,20 @@ describe("valid models pass the checks", () => {
     const { writeRandomGguf } = await loadWasmKit();
     const dir = await mkdtemp(join(tmpdir(), "infer-valid-gguf-"));
     for (const architecture of ["llama", "qwen2", "qwen3", "gemma3", "phi3"]) {
-      const path = join(dir, `${architecture}.gguf`);
-      await writeRandomGguf(path, { architecture, seed: 7 });
-      const header = await assertModelFile(path);
-      assert.ok(header.tensors.length > 0, architecture);
+      for (const type of [GgmlType.F32, GgmlType.F16, GgmlType.Q8_0]) {
+        const path = join(dir, `${architecture}-${type}.gguf`);
+        await writeRandomGguf(path, { architecture, seed: 7, type });
+        const header = await assertModelFile(path);
+        assert.ok(header.tensors.length > 0, architecture);
+      }
+    }
+    // Partial rotary embeddings (phi3, gemma3): an even count below the head size is valid there.
+    for (const architecture of ["phi3", "gemma3"]) {
+      const source = join(dir, `${architecture}-${GgmlType.F32}.gguf`);
+      const headSize = (await assertModelFile(source)).metadata.get(`${architecture}.attention.key_length`)!.value as number;
+      const partial = join(dir, `${architecture}-partial-rope.gguf`);
+      await writeWithMetadata(source, partial, { [`${architecture}.rope.dimension_count`]: { type: GgufValueType.UINT32, value: headSize / 2 } });
+      await assertModelFile(partial);
     }
   });
 });

@@ -4,6 +4,7 @@ import { isInferenceError } from "@infer/core";
 import { type GgufHeader, GgufMetadata, type GgufValue, GgufValueType } from "@infer/formats";
 import { readGgufHeader } from "@infer/formats/node";
 import { assertHyperparameters } from "../src/hparams.js";
+import { assertTensorShapes } from "../src/tensor-shapes.js";
 import { assertVocabulary } from "../src/vocab-check.js";
 import { skipWithoutStories, STORIES_GGUF } from "./fixtures.js";
 
@@ -28,7 +29,7 @@ describe("hyperparameter and vocabulary rules, on stories260K's header with keys
     return { ...stories, metadata };
   }
   const check = (header: GgufHeader) => {
-    assertHyperparameters(header, "llama");
+    assertTensorShapes(header, "llama", assertHyperparameters(header, "llama"));
     assertVocabulary(header, "llama");
   };
   const refused = (changes: Record<string, GgufValue | undefined>, field: string, fragment: string) =>
@@ -60,6 +61,23 @@ describe("hyperparameter and vocabulary rules, on stories260K's header with keys
     refused({ "llama.block_count": undefined }, "llama.block_count", "missing");
     refused({ "llama.embedding_length": u32(60) }, "llama.embedding_length", "not a multiple");
     refused({ "llama.context_length": u32(0) }, "llama.context_length", "0");
+  });
+
+  test("head sizes, RoPE and tensor shapes as llama.cpp derives them", () => {
+    check(edited({ "llama.rope.dimension_count": undefined, "llama.attention.key_length": u32(8), "llama.attention.value_length": u32(8) }));
+    refused({ "llama.rope.dimension_count": u32(6) }, "llama.rope.dimension_count", "whole head of 8");
+    refused({ "llama.rope.dimension_count": u32(7) }, "llama.rope.dimension_count", "even count from 2 to the head size 8");
+    refused({ "llama.attention.value_length": u32(16) }, "llama.attention.value_length", "value head size of 16");
+    refused({ "llama.attention.key_length": u32(16) }, "llama.attention.key_length", "value head size of 8");
+    refused(
+      { "llama.attention.key_length": u32(16), "llama.attention.value_length": u32(16), "llama.rope.dimension_count": u32(16) },
+      "llama.attention.head_count",
+      'tensor "blk.0.attn_q.weight" [64, 64]: llama.cpp expects [64, 128]',
+    );
+    refused({ "llama.feed_forward_length": u32(0) }, "llama.feed_forward_length", "is 0 for layer 0");
+    refused({ "llama.feed_forward_length": u32s(172, 172, 0, 172, 172) }, "llama.feed_forward_length", "is 0 for layer 2");
+    refused({ "llama.feed_forward_length": u32(344) }, "llama.feed_forward_length", "expects [64, 344]");
+    refused({ "llama.attention.head_count_kv": u32(8) }, "llama.attention.head_count_kv", 'tensor "blk.0.attn_k.weight"');
   });
 
   test("experts and expert groups as llama.cpp asserts them", () => {

@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-/* global AbortController */
 // Streams a model's continuation of a prompt to stdout: the smallest end-to-end use of infer.
 //
 //   npm run example -- <model path> [prompt] [--max-tokens N] [--temperature T] [--seed S] [--backend NAME]

@@ -14,7 +14,6 @@
 // builds on Node 20, run node with --experimental-wasm-relaxed-simd.
 // Build first (`npm run build`); the builds to compare are dist/src/kernels/wasm/*.wasm
 // or copies of them made from other versions of assembly/.
-/* global WebAssembly */
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { GgmlType, quantize } from "@infer/formats";

@@ -22,7 +22,8 @@ export function makeCase(target, seeds, campaignSeed, index) {
 }
 
 /**
- * options: seed, targets (names), backends, cases (per target and backend), seconds (wall clock in all),
+ * options: seed, targets (names), backends, cases (per target and backend), first (the index of the first
+ * case: a long campaign runs as chunks that add up to one), seconds (wall clock in all),
  * jobs (children per backend), timeLimitMs, memoryLimitMiB, skipKnown, real (shared models as seeds too),
  * only ({target, index}: that one case), onResult(result) for progress. Returns { stats, findings, seconds }.
  */
@@ -81,7 +82,7 @@ export async function runCampaign(options) {
   const workers = [];
   for (const backend of o.backends) {
     const eligible = targets.filter((t) => t.backends.includes(backend));
-    const queue = o.only ? single(eligible.find((t) => t.name === o.only.target), o.only.index) : roundRobin(eligible, o.cases);
+    const queue = o.only ? single(eligible.find((t) => t.name === o.only.target), o.only.index) : roundRobin(eligible, o.cases, o.first);
     for (let slot = 0; slot < o.jobs; slot++) {
       const worker = new FuzzWorker({ backend, modelPath: seeds.tinyModel, timeLimitMs: o.timeLimitMs, memoryLimitMiB: o.memoryLimitMiB });
       workers.push(worker);
@@ -98,16 +99,19 @@ export async function runCampaign(options) {
   return { stats: [...stats.values()], findings: [...findings.values()], seconds: (Date.now() - started) / 1000, restarts };
 }
 
-/** Hands out (target, index) pairs, targets in turn, each up to `limit` cases (no limit: until time runs out). */
-function roundRobin(targets, limit = Infinity) {
-  const counts = new Map(targets.map((t) => [t.name, 0]));
+/**
+ * Hands out (target, index) pairs, targets in turn, indexes from `first`, each up to `limit` cases (no limit:
+ * until time runs out).
+ */
+function roundRobin(targets, limit = Infinity, first = 0) {
+  const counts = new Map(targets.map((t) => [t.name, first]));
   let turn = 0;
   return {
     next() {
       for (let tried = 0; tried < targets.length; tried++) {
         const target = targets[turn++ % targets.length];
         const index = counts.get(target.name);
-        if (index < limit) {
+        if (index - first < limit) {
           counts.set(target.name, index + 1);
           return { target, index };
         }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// npm run fuzz -- [--seconds N] [--cases N] [--seed S] [--targets a,b] [--backends wasm,llama_cpp] [--jobs J]
+// npm run fuzz -- [--seconds N] [--cases N] [--first I] [--seed S] [--targets a,b] [--backends wasm,llama_cpp] [--jobs J]
 //                 [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet] [--case target:index]
 // Mutation fuzzing of every parser through the public API; see docs/reliability.md.
 import { parseArgs } from "node:util";
@@ -7,7 +7,7 @@ import { BAD, DEFAULTS, OUTCOMES, runCampaign } from "./campaign.mjs";
 import { saveReproducer, savedKeys, findingKey } from "./reproducers.mjs";
 import { TARGETS } from "./targets.mjs";
 
-const USAGE = `usage: npm run fuzz -- [--seconds N] [--cases N] [--seed S] [--targets a,b] [--backends wasm,llama_cpp]
+const USAGE = `usage: npm run fuzz -- [--seconds N] [--cases N] [--first I] [--seed S] [--targets a,b] [--backends wasm,llama_cpp]
                      [--jobs J] [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet]
                      [--case target:index]      (docs/reliability.md)`;
 
@@ -15,6 +15,7 @@ const { values } = parseOrExit({
   options: {
     seconds: { type: "string" },
     cases: { type: "string" },
+    first: { type: "string", default: "0" },
     seed: { type: "string", default: String(DEFAULTS.seed) },
     targets: { type: "string" },
     backends: { type: "string", default: DEFAULTS.backends.join(",") },
@@ -58,6 +59,7 @@ const result = await runCampaign({
   targets,
   backends: list(values.backends),
   cases: values.cases ? Number(values.cases) : undefined,
+  first: Number(values.first),
   seconds: values.seconds ? Number(values.seconds) : undefined,
   jobs: Number(values.jobs),
   timeLimitMs: Number(values["time-limit-ms"]),

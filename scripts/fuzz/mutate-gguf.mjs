@@ -105,7 +105,7 @@ const describe = (f) => `${f.kind}${f.key ? `[${f.key}]` : f.name ? `[${f.name}]
  * structure-aware mutations stay in that part; byte mutations cover the whole header.
  */
 export function mutateGguf(r, seed, part) {
-  const layout = scanGguf(seed);
+  const layout = layoutOf(seed);
   const kinds = part === "header" ? HEADER_KINDS : TENSOR_KINDS;
   const fields = layout.fields.filter((f) => kinds.includes(f.kind) && !(f.element && r.chance(0.9)));
   const numeric = layout.kvs.filter((kv) => kv.width > 0 && MODEL_KEYS.test(kv.key));
@@ -136,6 +136,13 @@ export function mutateGguf(r, seed, part) {
   const region = part === "header" ? [8, tensorTableStart(layout)] : [tensorTableStart(layout), layout.headerEnd];
   const mutant = mutateBytes(r, seed, region[0], region[1]);
   return { bytes: mutant.bytes, tags: mutant.tags.map((t) => `gguf.${part}.${t}`) };
+}
+
+/** Seeds are scanned once: a campaign mutates the same few seeds hundreds of thousands of times. */
+const layouts = new WeakMap();
+function layoutOf(seed) {
+  if (!layouts.has(seed)) layouts.set(seed, scanGguf(seed));
+  return layouts.get(seed);
 }
 
 function tensorTableStart(layout) {

@@ -1,6 +1,7 @@
 // Runs the real `infer serve` as a child process on loopback and watches its memory.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { scrape } from "./http.mjs";
 
 const root = new URL("../../", import.meta.url).pathname;
 const BIN = `${root}packages/cli/bin/infer.js`;
@@ -90,27 +91,64 @@ export function sampleRss(pid, everyMs = 1000) {
  * minus the mean of the fifth right after `warmupS` (means, so that one garbage collection does not
  * decide it). `slopeMiBPerMin` is the least-squares slope over the samples after warm-up.
  */
-export function rssSummary(samples, warmupS) {
-  const rss = samples.map((s) => s.rss);
+export const rssSummary = (samples, warmupS) => growthSummary(samples, warmupS, (s) => s.rss);
+
+/** The same figures for any sampled value (`value(sample)` in bytes). */
+export function growthSummary(samples, warmupS, value) {
+  const values = samples.map(value);
   const after = samples.filter((s) => s.atS >= warmupS);
   const fifth = Math.max(1, Math.floor(after.length / 5));
-  const mean = (xs) => xs.reduce((a, s) => a + s.rss, 0) / xs.length;
+  const mean = (xs) => xs.reduce((a, s) => a + value(s), 0) / xs.length;
   const growth = after.length >= 2 ? mean(after.slice(-fifth)) - mean(after.slice(0, fifth)) : 0;
   let slope = 0;
   if (after.length >= 3) {
     const mt = after.reduce((a, s) => a + s.atS, 0) / after.length;
-    const mr = mean(after);
-    const num = after.reduce((a, s) => a + (s.atS - mt) * (s.rss - mr), 0);
+    const mv = mean(after);
+    const num = after.reduce((a, s) => a + (s.atS - mt) * (value(s) - mv), 0);
     const den = after.reduce((a, s) => a + (s.atS - mt) ** 2, 0);
     slope = den > 0 ? (num / den) * 60 : 0;
   }
   return {
     samples: samples.length,
-    startMiB: rss[0] / MiB,
-    peakMiB: Math.max(...rss) / MiB,
-    endMiB: rss.at(-1) / MiB,
-    warmMiB: after.length ? mean(after.slice(0, fifth)) / MiB : rss.at(-1) / MiB,
+    startMiB: values[0] / MiB,
+    peakMiB: Math.max(...values) / MiB,
+    endMiB: values.at(-1) / MiB,
+    warmMiB: after.length ? mean(after.slice(0, fifth)) / MiB : values.at(-1) / MiB,
     growthAfterWarmupMiB: growth / MiB,
     slopeMiBPerMin: slope / MiB,
+  };
+}
+
+/**
+ * Samples the server's own memory figures from /metrics (V8 heap in use, memory outside the heap)
+ * every `everyMs`, so RSS growth can be told apart: a leak grows the heap or external memory, while
+ * memory the allocator keeps for reuse shows in RSS alone.
+ */
+export function sampleServerMemory(url, everyMs = 2000) {
+  const samples = [];
+  const started = performance.now();
+  let stopped = false;
+  const take = async () => {
+    try {
+      const metrics = await scrape(url);
+      const heapUsed = metrics.get("nodejs_heap_size_used_bytes");
+      const external = metrics.get("nodejs_external_memory_bytes");
+      if (heapUsed !== undefined && external !== undefined) samples.push({ atS: (performance.now() - started) / 1000, heapUsed, external });
+    } catch {
+      // A scrape that fails under load is a missing sample; the soak's own checks judge the server.
+    }
+  };
+  const loop = (async () => {
+    while (!stopped) {
+      await take();
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return samples;
+    },
   };
 }

@@ -11,7 +11,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { postJson, scrape, timedFetch } from "./http.mjs";
 import { probeDisconnect, waitIdle } from "./probe.mjs";
-import { rssSummary, sampleRss, startServer } from "./server-process.mjs";
+import { growthSummary, rssSummary, sampleRss, sampleServerMemory, startServer } from "./server-process.mjs";
 import { pickWeighted, requestMix, stalledBody, stalledHeaders, Tally } from "./traffic.mjs";
 
 const root = new URL("../../", import.meta.url).pathname;
@@ -77,6 +77,7 @@ async function soakBackend(backend, model) {
   if (model.chatTemplate) args.push("--chat-template", model.chatTemplate);
   const server = await startServer(args);
   const rss = sampleRss(server.pid, 500);
+  const serverMemory = sampleServerMemory(server.url);
   // The driver's own lag: a disconnect reaches the server only as fast as this process gets to abort.
   const lag = monitorEventLoopDelay({ resolution: 10 });
   lag.enable();
@@ -147,7 +148,11 @@ async function soakBackend(backend, model) {
     const modelTokens = ["prefill", "decode"].reduce((n, phase) => n + (metrics.get(`infer_model_tokens_total{model="${MODEL}",phase="${phase}"}`) ?? 0), 0);
 
     // Warm-up: the allocations that come with the first batches of each size and the JIT, not growth.
-    const memory = rssSummary(rss.stop(), Math.max(10, seconds / 5));
+    const warmupS = Math.max(10, seconds / 5);
+    const memory = rssSummary(rss.stop(), warmupS);
+    const inside = await serverMemory.stop();
+    memory.heapUsed = growthSummary(inside, warmupS, (s) => s.heapUsed);
+    memory.external = growthSummary(inside, warmupS, (s) => s.external);
     if (memory.growthAfterWarmupMiB > maxGrowthMiB) {
       tally.violation("memory", `RSS grew ${memory.growthAfterWarmupMiB.toFixed(1)} MiB after warm-up (bound ${maxGrowthMiB} MiB)`);
     }
@@ -174,6 +179,7 @@ async function soakBackend(backend, model) {
     };
   } catch (error) {
     rss.stop();
+    await serverMemory.stop();
     await server.stop(2_000);
     throw new Error(`${error.message}\n--- infer serve stderr ---\n${server.stderr()}`);
   }
@@ -213,6 +219,9 @@ function print(result) {
     `RSS MiB: start ${f(m.startMiB)}, peak ${f(m.peakMiB)}, end ${f(m.endMiB)}, after warm-up ${f(m.warmMiB)}; ` +
       `growth after warm-up ${f(m.growthAfterWarmupMiB)} (bound ${maxGrowthMiB}), slope ${f(m.slopeMiBPerMin, 2)} MiB/min, ${m.samples} samples`,
   );
+  for (const [label, g] of [["V8 heap in use", m.heapUsed], ["outside the heap", m.external]]) {
+    if (g?.samples) console.log(`${label} MiB: after warm-up ${f(g.warmMiB)}, end ${f(g.endMiB)}, growth ${f(g.growthAfterWarmupMiB)}, slope ${f(g.slopeMiBPerMin, 2)} MiB/min`);
+  }
   console.log(
     p.count === 0
       ? "disconnect probes: none completed"

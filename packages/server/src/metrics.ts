@@ -54,7 +54,7 @@ function histogramLines(name: string, labels: Labels, h: HistogramSnapshot): str
 /** Per served model, the figures of the ProbeMetrics sink the server attached to it. */
 export type ProbeFigures = { model: string; figures: ProbeMetricsSnapshot }[];
 
-function probeBlocks(probes: ProbeFigures, block: (name: string, type: string, help: string, lines: string[]) => string[]): string[] {
+function probeBlocks(probes: ProbeFigures, block: Block): string[] {
   if (probes.length === 0) return [];
   const each = (name: string, line: (model: string, f: ProbeMetricsSnapshot) => string[]) =>
     probes.flatMap(({ model, figures }) => line(model, figures).map((rest) => `${name}${rest}`));
@@ -92,6 +92,28 @@ function probeBlocks(probes: ProbeFigures, block: (name: string, type: string, h
   ];
 }
 
+/** What `process.memoryUsage()` answers, in bytes. */
+export interface ProcessMemory {
+  rss: number;
+  heapTotal: number;
+  heapUsed: number;
+  external: number;
+  arrayBuffers: number;
+}
+
+type Block = (name: string, type: string, help: string, lines: string[]) => string[];
+
+/** The process's memory under the names Prometheus' own Node client uses, so dashboards made for it work. */
+function processBlocks(m: ProcessMemory, block: Block): string[] {
+  return [
+    ...block("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [`process_resident_memory_bytes ${m.rss}`]),
+    ...block("nodejs_heap_size_total_bytes", "gauge", "V8 heap size in bytes.", [`nodejs_heap_size_total_bytes ${m.heapTotal}`]),
+    ...block("nodejs_heap_size_used_bytes", "gauge", "V8 heap in use in bytes.", [`nodejs_heap_size_used_bytes ${m.heapUsed}`]),
+    ...block("nodejs_external_memory_bytes", "gauge", "Memory of objects outside the V8 heap bound to JavaScript objects.", [`nodejs_external_memory_bytes ${m.external}`]),
+    ...block("nodejs_array_buffers_bytes", "gauge", "Memory of ArrayBuffers and SharedArrayBuffers (WebAssembly memories among them).", [`nodejs_array_buffers_bytes ${m.arrayBuffers}`]),
+  ];
+}
+
 /** The server's Prometheus metrics; gauges are read live from the queues when scraped. */
 export class ServerMetrics {
   readonly requests = new Counter();
@@ -106,7 +128,11 @@ export class ServerMetrics {
     this.batchedRequests.add({ model }, size);
   }
 
-  render(gauges: { model: string; queued: number; active: number }[], probes: ProbeFigures = []): string {
+  /**
+   * `memory` is the process's own (Node's `process.memoryUsage()`): resident set, V8 heap, and memory
+   * outside the heap (array buffers, the models' WebAssembly memories), so growth can be told apart.
+   */
+  render(gauges: { model: string; queued: number; active: number }[], probes: ProbeFigures = [], memory?: ProcessMemory): string {
     const block = (name: string, type: string, help: string, lines: string[]) => [
       `# HELP ${name} ${help}`,
       `# TYPE ${name} ${type}`,
@@ -142,6 +168,7 @@ export class ServerMetrics {
         gauges.map((g) => `infer_active_requests${labelText({ model: g.model })} ${g.active}`),
       ),
       ...probeBlocks(probes, block),
+      ...(memory ? processBlocks(memory, block) : []),
       "",
     ].join("\n");
   }

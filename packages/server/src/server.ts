@@ -145,6 +145,7 @@ export function createServer(options: ServerOptions): InferServer {
           metrics.render(
             [...served.values()].map((s) => ({ model: s.name, queued: s.queue.depth, active: s.queue.active })),
             [...probeMetrics].map(([model, sink]) => ({ model, figures: sink.snapshot() })),
+            process.memoryUsage(),
           ),
         );
         return;

@@ -59,6 +59,12 @@ test("/metrics shows probe-derived tokens, latencies and memory per served model
     const active = sample(text, 'infer_model_memory_active_bytes{model="tiny"}');
     assert.ok(active > 0 && peak >= active, `peak ${peak}, active ${active}`);
     assert.equal(peak, model.metrics().peakMemoryBytes);
+    // The process's own memory, so a soak can tell heap growth from memory the allocator keeps.
+    const rss = sample(text, "process_resident_memory_bytes");
+    const heapTotal = sample(text, "nodejs_heap_size_total_bytes");
+    const heapUsed = sample(text, "nodejs_heap_size_used_bytes");
+    assert.ok(heapUsed > 0 && heapUsed <= heapTotal && heapTotal < rss, `rss ${rss}, heap ${heapUsed}/${heapTotal}`);
+    assert.ok(sample(text, "nodejs_external_memory_bytes") >= sample(text, "nodejs_array_buffers_bytes"));
   } finally {
     await server.close();
     await model.close();

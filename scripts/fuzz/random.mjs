@@ -1,16 +1,11 @@
 // Deterministic randomness for the fuzzer: every mutant is a function of (campaign seed, target, case index),
 // so a case can be regenerated from its numbers alone.
 
-/** mulberry32: small and seedable; the fuzzer needs reproducibility, not statistical quality. */
+import { seededRandom } from "@infer/core/testing";
+
+/** The shared seeded generator, with the picks a mutator needs. */
 export function rng(seed) {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRandom(seed);
   const int = (n) => Math.floor(next() * n);
   return {
     next,

@@ -28,6 +28,7 @@ import {
   type Token,
   type TokenizerModel,
 } from "../src/index.js";
+import { seededRandom } from "../src/testing/random.js";
 
 export const BOS = 0;
 export const EOS = 1;
@@ -116,7 +117,7 @@ export class FakeModel extends BaseTextModel implements TokenizerModel {
   ): AsyncGenerator<Token, FinishReason | void, undefined> {
     const start = performance.now();
     const ids = this.promptIds(input.text);
-    const random = mulberry32(options.seed ?? randomSeed());
+    const random = seededRandom(options.seed ?? randomSeed());
     const prefillMs = performance.now() - start;
     let generated = 0;
     this.active++;
@@ -153,7 +154,7 @@ export class FakeModel extends BaseTextModel implements TokenizerModel {
   }
 
   protected async runClassify(prompts: string[], options: ClassifyOptions): Promise<ClassifyResult[]> {
-    const random = mulberry32(options.seed ?? randomSeed());
+    const random = seededRandom(options.seed ?? randomSeed());
     // Classify is greedy unless the options ask for sampling.
     const sampling = { temperature: 0, topK: 0, topP: 1, minP: 0, ...options };
     return prompts.map((prompt) => {
@@ -233,17 +234,6 @@ function hash(n: number): number {
   x = Math.imul(x ^ (x >>> 16), 0x85ebca6b) >>> 0;
   x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35) >>> 0;
   return (x ^ (x >>> 16)) >>> 0;
-}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -15,20 +15,11 @@ import {
   typeName,
 } from "../src/index.js";
 import { assertInferenceError } from "./helpers.js";
-
-/** Deterministic pseudo-random numbers in [0, 1) (mulberry32). */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from "@infer/core/testing";
 
 /** 1024 values: smooth, noisy, outliers, an all-zero and a constant and an all-negative stretch. */
 function testValues(): Float32Array {
-  const next = random(7);
+  const next = seededRandom(7);
   const x = new Float32Array(1024);
   for (let i = 0; i < 1024; i++) x[i] = Math.sin(i / 7) * 0.5 + (next() - 0.5) * 0.2;
   for (let i = 0; i < 1024; i += 61) x[i] = (next() - 0.5) * 20;

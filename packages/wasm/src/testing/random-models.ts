@@ -6,6 +6,7 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { seededRandom } from "@infer/core/testing";
 import { GgmlType, type GgufTensorSpec, type GgufValueInput, GgufValueType } from "@infer/formats";
 import { writeGgufFile, writeSafetensorsFile } from "@infer/formats/node";
 import { ropeInverseFrequencies, type RopeScaling } from "../engine/rope.js";
@@ -102,21 +103,9 @@ interface RandomTensor {
   data: Float32Array;
 }
 
-/** mulberry32: small, seedable, good enough for test weights. */
-function generator(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** The model's weights, HF semantics (rotate_half q/k rows, Gemma norms as w in (1 + w)). */
 export function randomTensors(dims: RandomModelDims): RandomTensor[] {
-  const random = generator(dims.seed);
+  const random = seededRandom(dims.seed);
   const uniform = (count: number, scale: number, offset = 0) =>
     Float32Array.from({ length: count }, () => offset + (2 * random() - 1) * scale);
   const tensors: RandomTensor[] = [];

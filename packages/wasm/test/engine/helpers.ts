@@ -1,6 +1,7 @@
 /** Shared bits of the engine tests: the real-model folder, seeded randoms, naive math. */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { seededRandom } from "@infer/core/testing";
 
 /** /work/shared/models beside the repository (dist/test/engine/*.js is six levels below its parent). */
 export const SHARED_MODELS = fileURLToPath(new URL("../../../../../../shared/models/", import.meta.url));
@@ -12,14 +13,7 @@ export function skipWithoutSharedModels(): string | false {
 
 /** Seeded uniform randoms in [-scale, scale). */
 export function randomArray(seed: number, count: number, scale = 1): Float32Array {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRandom(seed);
   return Float32Array.from({ length: count }, () => (2 * next() - 1) * scale);
 }
 

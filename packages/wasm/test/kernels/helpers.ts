@@ -2,18 +2,12 @@
 // matrices, and the error bounds the WebAssembly kernels are held to.
 import assert from "node:assert/strict";
 import { isInferenceError, type ErrorCode } from "@infer/core";
+import { seededRandom } from "@infer/core/testing";
 import { dequantize, quantize, GgmlType } from "@infer/formats";
 import { plainTypeOf, type AttentionParams, type WeightMatrix } from "../../src/kernels/types.js";
 
-/** Deterministic pseudo-random numbers in [0, 1) (mulberry32). */
-export function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic pseudo-random numbers in [0, 1): the shared seeded generator, under the name these tests use. */
+export const random = seededRandom;
 
 /** A [rows, cols] matrix of `type` from random values whose scale varies by row, as ggml would store it. */
 export function randomMatrix(type: GgmlType, rows: number, cols: number, next: () => number): WeightMatrix {

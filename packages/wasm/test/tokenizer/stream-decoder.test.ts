@@ -7,18 +7,7 @@ import assert from "node:assert/strict";
 import { before, describe, it } from "node:test";
 import { BYTE_TO_CHAR, loadHfTokenizer, TokenKind, type Tokenizer, type VocabTokenizer } from "../../src/tokenizer/index.js";
 import { referenceFiles } from "./helpers.js";
-
-/** mulberry32: a small seeded generator so failures reproduce. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from "@infer/core/testing";
 
 function pushAll(tokenizer: Tokenizer, ids: readonly number[], skipSpecialTokens = false): { pieces: string[]; tail: string } {
   const stream = tokenizer.streamDecoder({ skipSpecialTokens });
@@ -62,7 +51,7 @@ for (const name of ["llama2", "qwen3"] as const) {
     });
 
     it("concatenates to decode(ids) on random id sequences (heavy on single-byte tokens)", () => {
-      const random = seeded(name === "llama2" ? 1 : 2);
+      const random = seededRandom(name === "llama2" ? 1 : 2);
       const bytes = singleByteIds(tokenizer);
       assert.ok(bytes.length >= 256, `expected at least 256 single-byte tokens, found ${bytes.length}`);
       for (let round = 0; round < 300; round++) {

@@ -1,0 +1,14 @@
+/**
+ * Seeded uniform numbers in [0, 1): mulberry32, one 32-bit state. Small and reproducible, which is
+ * what test weights, test inputs and fuzz mutants need; not for sampling or anything statistical.
+ */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -12,6 +12,8 @@ export const PORTABLE = [
   "^packages/core/src/(?!node/|testing/)",
   "^packages/formats/src/(?!node/)",
   "^packages/wasm/src/(?!platform/node\\.ts$)",
+  // @infer/hub/browser and what it imports.
+  "^packages/hub/src/(aliases|browser|listing|model-url|ref|select)\\.ts$",
 ];
 
 const folderCycle = {

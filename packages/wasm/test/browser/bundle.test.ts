@@ -7,7 +7,7 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { build } from "esbuild";
@@ -69,9 +69,20 @@ describe("the browser bundle in headless Chromium", { skip }, () => {
 
   /** A small app bundled by esbuild for the browser, served at /app/. */
   const app = mkdtempSync(join(tmpdir(), "infer-esbuild-app-"));
+  /** A Hugging Face compatible hub as static files, served at /hub/: the tree API's answer and the files. */
+  const hub = mkdtempSync(join(tmpdir(), "infer-fake-hub-"));
+  const publish = (repo: string, folder: string, files: string[]) => {
+    const tree = files.map((name) => ({ type: "file", path: name, size: statSync(join(folder, name)).size }));
+    mkdirSync(join(hub, "api/models", repo, "tree"), { recursive: true });
+    writeFileSync(join(hub, "api/models", repo, "tree/main"), JSON.stringify(tree));
+    mkdirSync(join(hub, repo, "resolve/main"), { recursive: true });
+    for (const name of files) copyFileSync(join(folder, name), join(hub, repo, "resolve/main", name));
+  };
 
   before(async () => {
-    const mounts = { "/models/": harness.SHARED_MODELS, "/app/": app };
+    const mounts = { "/models/": harness.SHARED_MODELS, "/app/": app, "/hub/": hub };
+    publish("test/stories", join(harness.SHARED_MODELS, "stories260K"), ["stories260K.gguf", "expected-greedy-200.txt"]);
+    publish("test/tiny", join(harness.SHARED_MODELS, "tinystories-656k"), ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
     [browser, isolated, plain] = await Promise.all([
       harness.launchBrowser(),
       harness.serve({ root: harness.REPO_ROOT, mounts }),
@@ -83,6 +94,7 @@ describe("the browser bundle in headless Chromium", { skip }, () => {
     await browser?.close();
     await Promise.all([isolated?.close(), plain?.close()]);
     rmSync(app, { recursive: true, force: true });
+    rmSync(hub, { recursive: true, force: true });
   });
 
   test("stories260K by URL: greedy 200 tokens equal the published text, with download progress", async () => {
@@ -256,5 +268,35 @@ describe("the browser bundle in headless Chromium", { skip }, () => {
     }, STORIES)) as { text: string; backend: string };
     assert.equal(result.backend, "wasm");
     assert.equal(result.text, expectedText());
+  });
+
+  test("hf: references resolve through @infer/hub's browser bundle to URLs the engine loads", async () => {
+    const { page } = await open(isolated);
+    const expected = tinyExpected();
+    type Resolved = { stories: { url: string; text: string }; tiny: { url: string; ids: number[] }; missing: string };
+    const result = (await page.evaluate(async (prompt: string) => {
+      const [infer, hub] = await Promise.all([import("/packages/wasm/dist/browser/index.js" as string), import("/packages/hub/dist/browser/index.js" as string)]);
+      const endpoint = `${(globalThis as unknown as { location: { origin: string } }).location.origin}/hub`;
+      const run = async (spec: string, input: string, maxTokens: number) => {
+        const url: string = await hub.resolveModelUrl(spec, { endpoint });
+        const model = await infer.loadModel(url);
+        try {
+          const out = await model.generateText(input, { maxTokens, temperature: 0 });
+          return { url, text: out.text as string, ids: out.tokens.map((t: { id: number }) => t.id) as number[] };
+        } finally {
+          await model.close();
+        }
+      };
+      const missing = await hub.resolveModelUrl("hf:test/absent", { endpoint }).then(
+        () => "resolved",
+        (error: { code: string }) => error.code,
+      );
+      return { stories: await run("hf:test/stories", "", 200), tiny: await run("hf:test/tiny", prompt, 100), missing };
+    }, expected.prompt)) as Resolved;
+    assert.equal(result.stories.url, `${isolated.origin}/hub/test/stories/resolve/main/stories260K.gguf`);
+    assert.equal(result.stories.text, expectedText());
+    assert.equal(result.tiny.url, `${isolated.origin}/hub/test/tiny/resolve/main/`);
+    assert.deepEqual(result.tiny.ids, expected.greedy_ids);
+    assert.equal(result.missing, "MODEL_NOT_FOUND");
   });
 });

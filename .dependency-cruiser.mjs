@@ -14,6 +14,8 @@ export const PORTABLE = [
   "^packages/wasm/src/arch/",
   "^packages/wasm/src/engine/",
   "^packages/wasm/src/kernels/(?!wasm/)",
+  "^packages/hub/src/(remote|listing|ref|select)\\.ts$",
+  "^packages/web/src/app/",
 ];
 
 const folderCycle = {

@@ -1,0 +1,27 @@
+/**
+ * The engine: @infer/wasm's browser bundle (the @infer/core API with backend `wasm`
+ * registered), copied beside the app as engine/ at build. It is imported at run time by URL,
+ * not bundled into the app: its workers and kernel builds sit beside it, found from its own URL.
+ */
+import type { LoadOptions, TextModel } from "@infer/core";
+
+/** A load's progress, as the browser bundle reports it (LoadOptions.onProgress). */
+export interface LoadProgress {
+  phase: "download" | "load";
+  loadedBytes: number;
+  totalBytes?: number;
+}
+
+/** What the app uses of the bundle's exports. */
+export interface Engine {
+  loadModel(source: string | Blob | ArrayBuffer, options?: LoadOptions & { onProgress?: (progress: LoadProgress) => void }): Promise<TextModel>;
+}
+
+let engine: Promise<Engine> | undefined;
+
+export function importEngine(): Promise<Engine> {
+  // A URL built at run time: neither tsc nor esbuild should look for the bundle at build time.
+  const url = new URL("./engine/index.js", import.meta.url).href;
+  engine ??= import(url) as Promise<Engine>;
+  return engine;
+}

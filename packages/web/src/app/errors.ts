@@ -19,6 +19,7 @@ export function headlineOf(error: ErrorReport): string {
   if (error.code === "UNSUPPORTED_ARCHITECTURE" || error.code === "UNSUPPORTED_DTYPE") return "This model's architecture or weight type is not supported yet.";
   if (error.code === "MODEL_NOT_FOUND" || error.code === "IO") return "The model could not be downloaded or read.";
   if (error.code === "CONTEXT_OVERFLOW") return "The conversation no longer fits the model's context: reset it to go on.";
+  if (error.code === "BACKEND_UNAVAILABLE") return "The engine could not start in this page.";
   if (error.code === "INVALID_OPTION") return "A setting or the model reference is not valid.";
   if (error.name === "RangeError" || /out of memory|memory/i.test(error.message)) return "The model is too large for the memory this browser grants the page.";
   if (error.name === "TypeError" && /fetch/i.test(error.message)) return "The network request failed (offline, blocked, or the server sends no CORS headers).";

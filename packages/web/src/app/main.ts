@@ -97,6 +97,7 @@ function onReport(report: WorkerReport): void {
         model.mode === "completion" ? "This model has no chat template: your messages are continued as plain text (completion)." : "",
         ...model.warnings,
       ].join(" ").trim();
+      ui.prompt.placeholder = model.mode === "chat" ? "Message the model (Enter sends, Shift+Enter adds a line)" : "Text for the model to continue (Enter sends, Shift+Enter adds a line)";
       setState("ready");
       ui.prompt.focus();
       return;

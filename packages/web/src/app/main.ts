@@ -50,6 +50,8 @@ function setState(next: State): void {
   ui.send.hidden = next === "answering";
   ui.stop.hidden = next !== "answering";
   ui.progress.hidden = next !== "loading";
+  // Screen readers read the answer once it is complete, not token by token.
+  ui.messages.setAttribute("aria-busy", String(next === "answering"));
 }
 
 function unloaded(): void {
@@ -210,6 +212,9 @@ ui.prompt.addEventListener("keydown", (event) => {
   }
 });
 ui.stop.addEventListener("click", () => send({ type: "stop" }));
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && state === "answering") send({ type: "stop" });
+});
 ui.reset.addEventListener("click", () => {
   if (state === "answering") send({ type: "stop" });
   conversation = [];

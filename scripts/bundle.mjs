@@ -15,8 +15,8 @@
 //    import.meta.url)` finds them there; the outputs are checked for any such URL that points at
 //    nothing), and what a package's "bin" runs (the bin itself is a committed file outside dist,
 //    so that it exists when npm links it at install).
-// Other packages (node:*, @infer/*, dependencies) stay imports, so every package has one copy
-// of its state (the backend registry, error classes) however it is reached.
+// Other packages (node:*, @infer/*, dependencies) and "#" subpath imports stay imports, so every
+// package has one copy of its state (the backend registry, error classes) however it is reached.
 import { build } from "esbuild";
 import { copyFileSync, existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { basename, join } from "node:path";
@@ -33,6 +33,15 @@ const ALSO_BUNDLED = {
   "@infer/llama-cpp": { modules: ["isolate-child.js"] },
   // What bin/infer.js imports.
   "@infer/cli": { modules: ["bin.js"] },
+};
+
+/**
+ * Self-contained browser builds, per package: one ES module with every dependency inside (for
+ * `<script type="module">` without a bundler or import map), the modules loaded by URL beside it
+ * as bundles of their own, and the files copied. Written to dist/browser.
+ */
+const BROWSER_BUNDLES = {
+  "@infer/wasm": { entry: "browser.js", modules: ["kernels/wasm/worker.js"], files: ALSO_BUNDLED["@infer/wasm"].files },
 };
 
 function fail(message) {
@@ -88,6 +97,9 @@ for (const folder of packages) {
     platform: "node",
     target: "node20",
     packages: "external",
+    // Subpath imports ("#platform" in @infer/wasm) stay imports too: package.json's "imports"
+    // picks the Node or browser module by condition where the bundle runs (or is bundled again).
+    external: ["#*"],
     // Our own "sideEffects" fields are hints for an application's bundler; here every module's
     // top-level code is kept as tsc wrote it.
     ignoreAnnotations: true,
@@ -96,4 +108,32 @@ for (const folder of packages) {
   });
   for (const file of ALSO_BUNDLED[pkg.name]?.files ?? []) copyFileSync(join(dir, DIST, file), join(outdir, basename(file)));
   checkUrls(outdir, pkg.name);
+  const browser = BROWSER_BUNDLES[pkg.name];
+  if (browser) await bundleForBrowser(pkg.name, dir, browser);
+}
+
+async function bundleForBrowser(name, dir, { entry, modules, files }) {
+  const outdir = join(dir, "dist", "browser");
+  rmSync(outdir, { recursive: true, force: true });
+  const entryPoints = { index: `${DIST}${entry}` };
+  for (const module of modules) entryPoints[basename(module, ".js")] = `${DIST}${module}`;
+  await build({
+    absWorkingDir: dir,
+    entryPoints,
+    outdir,
+    bundle: true,
+    // No shared chunks: the page imports index.js alone, and each worker is one file too.
+    splitting: false,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    sourcemap: true,
+    logLevel: "warning",
+  });
+  for (const file of files) copyFileSync(join(dir, DIST, file), join(outdir, basename(file)));
+  checkUrls(outdir, `${name} (browser)`);
+  for (const file of readdirSync(outdir).filter((f) => f.endsWith(".js"))) {
+    const found = /\bfrom\s*["'](node:[^"']+)["']/.exec(readFileSync(join(outdir, file), "utf8"));
+    if (found) fail(`${name} (browser): ${file} imports ${found[1]}, which no browser has`);
+  }
 }

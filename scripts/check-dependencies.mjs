@@ -15,6 +15,7 @@ const EXPECTED = [
   "no-folder-cycle: packages/wasm/src/arch -> packages/wasm/src/engine",
   "no-folder-cycle: packages/wasm/src/engine -> packages/wasm/src/arch",
   "portable-imports-no-node: packages/core/src/reads-files.ts -> fs",
+  "portable-imports-no-node: packages/wasm/src/kernels/wasm/worker.ts -> worker_threads",
 ];
 
 const fixture = await cruise(["packages"], { ...options, baseDir: `${root}scripts/dependency-fixtures` });

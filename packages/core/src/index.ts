@@ -3,6 +3,7 @@ export * from "./json.js";
 export * from "./chat-template.js";
 export * from "./types.js";
 export * from "./options.js";
+export * from "./source.js";
 export * from "./model.js";
 export * from "./base-model.js";
 export * from "./stops.js";

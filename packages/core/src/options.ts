@@ -112,6 +112,18 @@ export interface LoadOptions {
    * code (wasm) refuse it with `UNSUPPORTED`.
    */
   isolate?: boolean;
+  /**
+   * Called as the model's bytes arrive: phase "download" while a URL is fetched, "load" while
+   * bytes are read into the backend's memory. `totalBytes` is undefined when the size is unknown
+   * (a download without Content-Length). Backends that cannot report progress never call it.
+   */
+  onProgress?: (progress: LoadProgress) => void;
+}
+
+export interface LoadProgress {
+  phase: "download" | "load";
+  loadedBytes: number;
+  totalBytes: number | undefined;
 }
 
 /**
@@ -221,6 +233,7 @@ const LOAD_CHECKS: Record<keyof LoadOptions, Check> = {
     typeof v === "string" && KV_TYPES.includes(v.toLowerCase()) ? undefined : `must be one of ${KV_TYPES.join(", ")}`,
   batchSize: intAtLeast(1),
   isolate: bool,
+  onProgress: (v) => (typeof v === "function" ? undefined : "must be a function"),
 };
 
 /** The names of every option, e.g. for CLIs and servers that map their own flags onto them. */

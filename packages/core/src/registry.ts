@@ -2,6 +2,7 @@ import type { CapabilityStatus, CapabilityId } from "./capabilities.js";
 import { InferenceError, toInferenceError } from "./errors.js";
 import type { TextModel } from "./model.js";
 import { type LoadOptions, validateLoadOptions } from "./options.js";
+import { describeSource, type ModelSource, sourceKind } from "./source.js";
 import type { ModelFormat } from "./types.js";
 
 /** A backend: one way of running models, registered by importing its package. */
@@ -14,6 +15,8 @@ export interface Backend {
   /** Whether this backend reads the model at `path` (format sniffing, no full load). */
   canLoad(path: string): Promise<boolean>;
   loadModel(path: string, options?: LoadOptions): Promise<TextModel>;
+  /** Loads from an http(s) URL, a Blob or bytes (see ModelSource); backends without it take paths only. */
+  loadSource?(source: ModelSource, options?: LoadOptions): Promise<TextModel>;
   /**
    * The name of another backend measured to run this file faster on this
    * machine, or undefined. `loadModel` without a pinned backend then tries
@@ -104,13 +107,17 @@ export async function defaultBackend(): Promise<Backend | undefined> {
 /**
  * Loads a model: with the pinned `options.backend`, or with the first available
  * backend in preference order that can read this format (or the faster backend
- * it names for this file, see `Backend.fasterBackendFor`).
+ * it names for this file, see `Backend.fasterBackendFor`). A URL, Blob or bytes
+ * go to a backend with `loadSource` (the pinned one must have it).
  */
-export async function loadModel(path: string, options: LoadOptions = {}): Promise<TextModel> {
-  if (typeof path !== "string" || path.length === 0) {
+export async function loadModel(source: ModelSource, options: LoadOptions = {}): Promise<TextModel> {
+  if (typeof source === "string" && source.length === 0) {
     throw new InferenceError("INVALID_OPTION", "model path must be a non-empty string");
   }
+  const kind = sourceKind(source);
   validateLoadOptions(options);
+  if (kind !== "path") return loadFromSource(source, options);
+  const path = source instanceof URL ? decodeURIComponent(source.pathname) : (source as string);
   if (host && !(await host.exists(path))) {
     throw new InferenceError("MODEL_NOT_FOUND", `no model at '${path}'`, { details: { path } });
   }
@@ -135,6 +142,29 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
   );
 }
 
+/** A URL, Blob or bytes: the pinned backend, or the first available one that loads such sources. */
+async function loadFromSource(source: ModelSource, options: LoadOptions): Promise<TextModel> {
+  const what = describeSource(source);
+  if (options.backend !== undefined) {
+    const backend = getBackend(options.backend);
+    if (!backend.loadSource) {
+      throw new InferenceError("UNSUPPORTED", `backend '${backend.name}' loads models from file paths only, not from ${what}`, {
+        details: { backend: backend.name, source: sourceKind(source) },
+      });
+    }
+    if (!(await isAvailable(backend))) throw await unavailable(backend);
+    return loadWith(backend, source, options);
+  }
+  const candidates = preferenceOrder();
+  for (const backend of candidates) if (backend.loadSource && (await isAvailable(backend))) return loadWith(backend, source, options);
+  throw new InferenceError(
+    "NO_BACKEND_FOR_FORMAT",
+    `no available backend loads a model from ${what} (registered backends: ${candidates.map((b) => b.name).join(", ") || "none"}; ` +
+      `"@infer/wasm" loads URLs, Blobs and bytes)`,
+    { details: { source: sourceKind(source) } },
+  );
+}
+
 /**
  * Loads with the backend `chosen` names as faster for this file, when there is
  * one that can; undefined sends the caller back to `chosen`, which reads the
@@ -153,11 +183,11 @@ async function loadWithFaster(chosen: Backend, path: string, options: LoadOption
 }
 
 /** A backend's own InferenceErrors pass unchanged; anything else it throws becomes INTERNAL with context. */
-async function loadWith(backend: Backend, path: string, options: LoadOptions): Promise<TextModel> {
+async function loadWith(backend: Backend, source: ModelSource, options: LoadOptions): Promise<TextModel> {
   try {
-    return await backend.loadModel(path, options);
+    return await (typeof source === "string" && sourceKind(source) === "path" ? backend.loadModel(source, options) : backend.loadSource!(source, options));
   } catch (error) {
-    throw toInferenceError(error, "INTERNAL", `backend '${backend.name}' failed to load '${path}'`);
+    throw toInferenceError(error, "INTERNAL", `backend '${backend.name}' failed to load '${describeSource(source)}'`);
   }
 }
 

@@ -63,6 +63,7 @@ const LOAD_CASES: Record<string, { good: unknown[]; bad: unknown[] }> = {
   kvType: { good: ["f16", "Q8_0"], bad: ["q4_0", "int8"] },
   batchSize: { good: [1, 512], bad: [0, 2.5, "64"] },
   isolate: { good: [true, false], bad: ["yes", 1] },
+  onProgress: { good: [() => undefined], bad: ["log", { phase: "load" }] },
 };
 
 describe("generate options", () => {

@@ -224,6 +224,56 @@ describe("loadModel", () => {
   });
 });
 
+describe("loadModel from a URL, a Blob or bytes", () => {
+  /** A fake backend that also loads sources, recording what it was given. */
+  function sourceBackend(name: string): Backend & { sources: unknown[] } {
+    const base = new FakeBackend({ name });
+    const sources: unknown[] = [];
+    return Object.assign(base, {
+      sources,
+      loadSource: async (source: unknown) => {
+        sources.push(source);
+        return new FakeModel(name);
+      },
+    });
+  }
+
+  it("goes to the first available backend with loadSource, the source untouched", async () => {
+    const llama = new FakeBackend({ name: "llama_cpp" });
+    const wasm = sourceBackend("wasm");
+    register(llama);
+    register(wasm);
+    const bytes = new Uint8Array([71, 71, 85, 70]);
+    const blob = new Blob([bytes]);
+    for (const source of ["https://example.org/m.gguf", new URL("http://127.0.0.1/m/"), blob, bytes, bytes.buffer]) {
+      const model = await loadModel(source);
+      assert.equal(model.backend, "wasm");
+      await model.close();
+    }
+    assert.equal(wasm.sources.length, 5);
+    assert.equal(wasm.sources[2], blob);
+    assert.equal(llama.loaded.length, 0);
+  });
+
+  it("a pinned backend without loadSource refuses with UNSUPPORTED; none at all is NO_BACKEND_FOR_FORMAT", async () => {
+    register(new FakeBackend({ name: "llama_cpp" }));
+    const error = await assertCode(loadModel("https://example.org/m.gguf", { backend: "llama_cpp" }), "UNSUPPORTED");
+    assert.match(error.message, /llama_cpp.*file paths only.*https:\/\/example\.org\/m\.gguf/);
+    const none = await assertCode(loadModel(new Uint8Array(8)), "NO_BACKEND_FOR_FORMAT");
+    assert.match(none.message, /8 bytes in memory/);
+  });
+
+  it("a file: URL is a path; anything else is INVALID_OPTION", async () => {
+    const fake = new FakeBackend({ name: "wasm" });
+    register(fake);
+    const model = await loadModel(new URL(`file://${modelPath}`));
+    await model.close();
+    assert.deepEqual(fake.loaded.map((l) => l.path), [modelPath]);
+    await assertCode(loadModel(42 as unknown as string), "INVALID_OPTION");
+    await assertCode(loadModel(new URL("ftp://example.org/m.gguf")), "INVALID_OPTION");
+  });
+});
+
 describe("loadTrainable", () => {
   it("TRAINING_UNSUPPORTED closes the model it loaded", async () => {
     const wasm = new FakeBackend({ name: "wasm" });

@@ -14,6 +14,7 @@ import { InferenceError } from "@infer/core";
 import { type GgmlType, findTypeInfo, typeName } from "./ggml-types.js";
 import { GGUF_SCALAR_BYTES, GgufMetadata, GgufValueType, valueTypeName } from "./gguf-values.js";
 import { PackedStrings } from "./packed-strings.js";
+import { decodeUtf8 } from "./utf8.js";
 import type { GgufArray, GgufArrayItems, GgufValue } from "./gguf-values.js";
 
 export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
@@ -130,7 +131,7 @@ class GgufCursor {
   string(field: string): string {
     const length = this.count(`${field} (string length)`, 1);
     this.need(length, field);
-    const text = this.decoder.decode(this.bytes.subarray(this.position, this.position + length));
+    const text = decodeUtf8(this.decoder, this.bytes.subarray(this.position, this.position + length));
     this.position += length;
     return text;
   }

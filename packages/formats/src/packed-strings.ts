@@ -11,6 +11,8 @@
  */
 
 // ignoreBOM keeps a leading U+FEFF: an item decodes to exactly its bytes.
+import { decodeUtf8 } from "./utf8.js";
+
 const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
 const encoder = new TextEncoder();
 
@@ -49,7 +51,7 @@ export class PackedStrings implements Iterable<string> {
 
   /** Item `index` decoded (invalid UTF-8 becomes U+FFFD). */
   get(index: number): string {
-    return decoder.decode(this.bytesOf(index));
+    return decodeUtf8(decoder, this.bytesOf(index));
   }
 
   /** Item `index` as a view of its bytes (not a copy). */

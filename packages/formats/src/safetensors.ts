@@ -7,6 +7,7 @@
  */
 import { InferenceError, parseModelJson } from "@infer/core";
 import { bf16ToF32, f16Table65536 } from "./half.js";
+import { decodeUtf8 } from "./utf8.js";
 
 /** The dtypes the format defines (fixed-size ones; sub-byte formats are not read). */
 export type SafetensorsDtype =
@@ -99,7 +100,7 @@ export function parseSafetensors(bytes: Uint8Array, source = "<buffer>"): Safete
   }
   let text: string;
   try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + headerLength));
+    text = decodeUtf8(new TextDecoder("utf-8", { fatal: true }), bytes.subarray(8, 8 + headerLength));
   } catch (error) {
     throw new InferenceError("MODEL_FORMAT", `${source}: safetensors header: not valid UTF-8`, {
       cause: error,

@@ -1,10 +1,9 @@
 /** A Hugging Face model folder: config.json and its safetensors tensors. */
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { InferenceError, parseModelJson } from "@infer/core";
 import { GgmlType } from "@infer/formats";
-import { readSafetensorsModel, type FileBufferAllocator } from "@infer/formats/node";
 import { UNSUPPORTED_TYPE, type StoredTensor } from "../engine/weights.js";
+import type { BufferAllocator } from "../platform/types.js";
+import type { ModelFolder } from "../sources/folder.js";
 
 export interface HfFolder {
   config: Record<string, unknown>;
@@ -12,22 +11,25 @@ export interface HfFolder {
 }
 
 /** `allocate`: where the safetensors files are read to (see readWholeFile). */
-export async function openHfFolder(folder: string, allocate?: FileBufferAllocator): Promise<HfFolder> {
-  const configFile = join(folder, "config.json");
-  let text: string;
+export async function openHfFolder(folder: ModelFolder, allocate?: BufferAllocator): Promise<HfFolder> {
+  const configFile = folder.pathOf("config.json");
+  let text: string | undefined;
   try {
-    text = await readFile(configFile, "utf8");
+    text = await folder.readText("config.json");
   } catch (error) {
     throw new InferenceError("MODEL_NOT_FOUND", `${configFile}: cannot read the model configuration`, {
       cause: error,
       details: { file: configFile },
     });
   }
+  if (text === undefined) {
+    throw new InferenceError("MODEL_NOT_FOUND", `${configFile}: cannot read the model configuration (missing)`, { details: { file: configFile } });
+  }
   const config = parseModelJson(text, configFile);
   if (!config || typeof config !== "object" || Array.isArray(config)) {
     throw new InferenceError("MODEL_FORMAT", `${configFile}: expected a JSON object`, { details: { file: configFile } });
   }
-  const model = await readSafetensorsModel(folder, allocate);
+  const model = await folder.readSafetensors(allocate);
   const tensors = new Map<string, StoredTensor>();
   for (const [name, tensor] of model.tensors) {
     const type = FLOAT_DTYPES[tensor.dtype];

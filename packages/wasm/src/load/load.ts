@@ -1,14 +1,16 @@
-/** loadTransformer: a GGUF file or a Hugging Face folder to a ready Transformer. */
-import { stat } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { InferenceError, isInferenceError } from "@infer/core";
-import { GgmlType, type GgufFile, GgufValueType, describeTensorType } from "@infer/formats";
-import { readGguf, type FileBufferAllocator } from "@infer/formats/node";
+/** loadTransformer: a GGUF file or a Hugging Face folder (a path, a URL, a Blob, bytes) to a ready Transformer. */
+import { InferenceError, isInferenceError, type ModelSource, sourceKind } from "@infer/core";
+import { GgmlType, type GgufFile, GgufValueType, describeTensorType, hasGgufMagic, parseGguf } from "@infer/formats";
+import { platform } from "#platform";
 import type { Kernels } from "../kernels/types.js";
 import { findArchitecture } from "../arch/registry.js";
 import { ConfigReader, type ModelConfig } from "../engine/config.js";
 import { WeightSource, type StoredTensor, type WeightOptions } from "../engine/weights.js";
 import { Transformer, type LoadedModel } from "../engine/transformer.js";
+import type { BufferAllocator } from "../platform/types.js";
+import { blobSource, memorySource, urlSource, type ByteSource } from "../sources/byte-source.js";
+import type { ProgressListener } from "../sources/download.js";
+import { pathFolder, urlFolder, type ModelFolder } from "../sources/folder.js";
 import { openHfFolder, type HfFolder } from "./load-hf.js";
 
 export interface LoadOptions {
@@ -16,11 +18,15 @@ export interface LoadOptions {
   kernels?: Kernels;
   /** Re-encode floating-point weight matrices (F32, F16, BF16) in this type once, at load. */
   quantize?: GgmlType;
+  /** Download and load progress (see @infer/core's LoadOptions.onProgress). */
+  onProgress?: ProgressListener;
+  /** Stops a download. */
+  signal?: AbortSignal;
 }
 
 export type LoadedMetadata =
   | { format: "gguf"; gguf: GgufFile }
-  | { format: "safetensors"; folder: string; config: Record<string, unknown> };
+  | { format: "safetensors"; folder: ModelFolder; config: Record<string, unknown> };
 
 export interface LoadedTransformer {
   transformer: Transformer;
@@ -32,30 +38,80 @@ export interface LoadedTransformer {
   metadata: LoadedMetadata;
 }
 
-/** Loads a .gguf file, or a folder (or a file in it) with config.json and *.safetensors. */
-export async function loadTransformer(path: string, options: LoadOptions = {}): Promise<LoadedTransformer> {
-  const kind = await detectFormat(path);
+/** A GGUF file ready to read, wherever it is. */
+interface GgufInput {
+  label: string;
+  read(memory: { allocate?: BufferAllocator; release?: (view: Uint8Array) => void }): Promise<GgufFile>;
+}
+
+/**
+ * Loads a .gguf file, or a folder (or a file in it) with config.json and *.safetensors: from a
+ * path, an http(s) URL (a folder's URL ends with "/" or names config.json or a .safetensors file),
+ * a Blob or bytes (GGUF only: one file).
+ */
+export async function loadTransformer(source: ModelSource, options: LoadOptions = {}): Promise<LoadedTransformer> {
+  const input = await resolveInput(source, options);
   // Kernel memory taken for this model, handed back if loading fails part-way.
   const held: Uint8Array[] = [];
   try {
-    if (kind.format === "gguf") return await loadGguf(path, options, held);
-    return await loadHf(kind.folder, options, held);
+    if ("read" in input) return await loadGguf(input, options, held);
+    return await loadHf(input, options, held);
   } catch (error) {
     for (const view of held) options.kernels?.release?.(view);
     throw error;
   }
 }
 
-async function detectFormat(path: string): Promise<{ format: "gguf" } | { format: "safetensors"; folder: string }> {
-  let info;
-  try {
-    info = await stat(path);
-  } catch (error) {
-    throw new InferenceError("MODEL_NOT_FOUND", `${path}: no such model file or folder`, { cause: error, details: { file: path } });
+/** Whether a URL or path names a safetensors folder rather than a GGUF file, and that folder. */
+function folderOf(location: string): string | undefined {
+  if (location.endsWith("/")) return location;
+  if (location.endsWith(".safetensors") || location.endsWith("config.json")) return location.slice(0, location.lastIndexOf("/") + 1);
+  return undefined;
+}
+
+async function resolveInput(source: ModelSource, options: LoadOptions): Promise<GgufInput | ModelFolder> {
+  const { onProgress, signal } = options;
+  const kind = sourceKind(source);
+  if (kind === "path") return resolvePath(source instanceof URL ? decodeURIComponent(source.pathname) : (source as string), onProgress);
+  if (kind === "url") {
+    const url = String(source);
+    const folder = folderOf(new URL(url).pathname) === undefined ? undefined : folderOf(url.replace(/[?#].*$/, ""));
+    if (folder !== undefined) return urlFolder(folder, { onProgress, signal });
+    return byteInput(await urlSource(url, onProgress, signal));
   }
-  if (info.isDirectory()) return { format: "safetensors", folder: path };
-  if (path.endsWith(".safetensors") || path.endsWith("config.json")) return { format: "safetensors", folder: dirname(path) };
-  return { format: "gguf" };
+  if (kind === "blob") return byteInput(await blobSource(source as Blob, onProgress));
+  return byteInput(memorySource(source as ArrayBuffer | ArrayBufferView, onProgress));
+}
+
+async function resolvePath(path: string, onProgress: ProgressListener | undefined): Promise<GgufInput | ModelFolder> {
+  const info = await platform.files.stat(path);
+  if (info === undefined) throw new InferenceError("MODEL_NOT_FOUND", `${path}: no such model file or folder`, { details: { file: path } });
+  if (info.isDirectory) return pathFolder(path);
+  if (path.endsWith(".safetensors") || path.endsWith("config.json")) return pathFolder(platform.files.dirname(path));
+  return {
+    label: path,
+    async read(memory) {
+      onProgress?.({ phase: "load", loadedBytes: 0, totalBytes: info.size });
+      const gguf = await platform.files.readGguf(path, memory);
+      onProgress?.({ phase: "load", loadedBytes: info.size, totalBytes: info.size });
+      return gguf;
+    },
+  };
+}
+
+/** A GGUF from bytes streamed in: checked by its first bytes, then read whole into the kernels' memory. */
+function byteInput(source: ByteSource): GgufInput {
+  if (!hasGgufMagic(source.head)) {
+    const shown = [...source.head.subarray(0, 4)].map((b) => b.toString(16).padStart(2, "0")).join(" ");
+    throw new InferenceError("MODEL_FORMAT", `${source.label}: not a GGUF file (expected "GGUF" at the start, found bytes ${shown || "none"})`, {
+      details: { file: source.label, field: "magic" },
+    });
+  }
+  return {
+    label: source.label,
+    // The header stays in the kernels' memory beside the tensors (a few MiB): the bytes arrive once, in order.
+    read: async ({ allocate, release }) => parseGguf(await source.readAll(allocate, release), source.label),
+  };
 }
 
 /**
@@ -64,7 +120,7 @@ async function detectFormat(path: string): Promise<{ format: "gguf" } | { format
  * copy of the weights in all). When weights are re-encoded at load the file is
  * only a source: it goes to ordinary memory, collected after loading.
  */
-function fileMemory(options: LoadOptions, held: Uint8Array[], path: string): FileBufferAllocator | undefined {
+function fileMemory(options: LoadOptions, held: Uint8Array[], path: string): BufferAllocator | undefined {
   const allocate = kernelFileMemory(options, path)?.allocate;
   if (!allocate) return undefined;
   return (byteLength) => {
@@ -78,7 +134,7 @@ function fileMemory(options: LoadOptions, held: Uint8Array[], path: string): Fil
 function kernelFileMemory(
   options: LoadOptions,
   path: string,
-): { allocate: FileBufferAllocator; release?: (view: Uint8Array) => void } | undefined {
+): { allocate: BufferAllocator; release?: (view: Uint8Array) => void } | undefined {
   const kernels = options.kernels;
   if (options.quantize !== undefined || !kernels?.allocate) return undefined;
   const allocate = (byteLength: number): Uint8Array => {
@@ -114,10 +170,11 @@ function weightOptions(options: LoadOptions, held: Uint8Array[]): WeightOptions 
   };
 }
 
-async function loadGguf(path: string, options: LoadOptions, held: Uint8Array[]): Promise<LoadedTransformer> {
-  // In the kernels' memory only the tensor data stays: the header is read there, parsed and handed back first.
+async function loadGguf(input: GgufInput, options: LoadOptions, held: Uint8Array[]): Promise<LoadedTransformer> {
+  const path = input.label;
+  // In the kernels' memory only the tensor data stays (from a file: the header is read there, parsed and handed back first).
   const memory = kernelFileMemory(options, path);
-  const gguf = await readGguf(path, memory);
+  const gguf = await input.read(memory ?? {});
   if (memory) held.push(gguf.bytes);
   const archValue = gguf.metadata.get("general.architecture");
   const archName = archValue?.type === GgufValueType.STRING ? archValue.value : "";
@@ -136,16 +193,16 @@ async function loadGguf(path: string, options: LoadOptions, held: Uint8Array[]):
   return finish(config, model, source, options, { format: "gguf", gguf }, held);
 }
 
-async function loadHf(folder: string, options: LoadOptions, held: Uint8Array[]): Promise<LoadedTransformer> {
-  const hf: HfFolder = await openHfFolder(folder, fileMemory(options, held, folder));
-  const configFile = join(folder, "config.json");
+async function loadHf(folder: ModelFolder, options: LoadOptions, held: Uint8Array[]): Promise<LoadedTransformer> {
+  const hf: HfFolder = await openHfFolder(folder, fileMemory(options, held, folder.label));
+  const configFile = folder.pathOf("config.json");
   const names = [hf.config.model_type, ...(Array.isArray(hf.config.architectures) ? hf.config.architectures : [])]
     .filter((name): name is string => typeof name === "string");
   const architecture = findArchitecture("safetensors", names, configFile);
   const config = architecture.readConfig(ConfigReader.fromHf(configFile, hf.config));
   const wrapped = multimodalNames(hf.tensors);
   const source = new WeightSource(
-    folder,
+    folder.label,
     "safetensors",
     hf.tensors,
     (name) => wrapped(architecture.hfTensorName(name)),

@@ -1,7 +1,16 @@
-import { totalmem } from "node:os";
-import { type Backend, contextLengthWarnings, InferenceError, type LoadOptions, ProbeBus, type TextModel, validateLoadOptions } from "@infer/core";
-import { detectFormat } from "@infer/core/node";
+import {
+  type Backend,
+  contextLengthWarnings,
+  describeSource,
+  InferenceError,
+  type LoadOptions,
+  type ModelSource,
+  ProbeBus,
+  type TextModel,
+  validateLoadOptions,
+} from "@infer/core";
 import { GgmlType } from "@infer/formats";
+import { platform } from "#platform";
 import { KV_ELEMENT_BYTES } from "../engine/cache.js";
 import type { KVCacheType } from "../engine/transformer.js";
 import { loadTransformer, type LoadedTransformer } from "../load/load.js";
@@ -59,15 +68,23 @@ export const wasmBackend: Backend = {
   capabilities: WASM_CAPABILITIES,
   available: () => "WebAssembly" in globalThis,
   unavailableReason: () => "this JavaScript runtime has no WebAssembly",
-  async canLoad(path: string): Promise<boolean> {
-    const format = await detectFormat(path);
-    return format === "gguf" || format === "safetensors";
-  },
+  canLoad: isModelPath,
   loadModel: (path: string, options?: LoadOptions) => loadWasmModel(path, options),
+  loadSource: (source: ModelSource, options?: LoadOptions) => loadWasmModel(source, options),
 };
 
-/** Loads a GGUF file or a Hugging Face folder on our engine. */
-export async function loadWasmModel(path: string, options: WasmLoadOptions = {}): Promise<TextModel> {
+/** A GGUF file or a Hugging Face folder (sniffed by content where there is a file system). */
+async function isModelPath(path: string): Promise<boolean> {
+  const format = await platform.files.detectFormat(path);
+  return format === "gguf" || format === "safetensors";
+}
+
+/**
+ * Loads a GGUF file or a Hugging Face folder on our engine: from a path, an http(s) URL (a
+ * folder's ends with "/"), a Blob/File or bytes (GGUF).
+ */
+export async function loadWasmModel(source: ModelSource, options: WasmLoadOptions = {}): Promise<TextModel> {
+  const label = describeSource(source);
   const { kernels: given, ...loadOptions } = options;
   validateLoadOptions(loadOptions);
   rejectUnsupported(loadOptions);
@@ -81,13 +98,13 @@ export async function loadWasmModel(path: string, options: WasmLoadOptions = {})
   const ownsKernels = given === undefined;
   let loaded: LoadedTransformer;
   try {
-    loaded = await loadTransformer(path, { kernels, quantize });
+    loaded = await loadTransformer(source, { kernels, quantize, onProgress: loadOptions.onProgress });
   } catch (error) {
     if (ownsKernels) await kernels.dispose?.();
     throw error;
   }
   try {
-    return await assemble(path, loaded, loadOptions, ownsKernels);
+    return await assemble(label, loaded, loadOptions, ownsKernels);
   } catch (error) {
     await (ownsKernels ? loaded.transformer.dispose() : loaded.transformer.releaseMemory());
     throw error;
@@ -99,7 +116,7 @@ const WASM_CHOICES: Readonly<Record<string, boolean | undefined>> = { wasm: unde
 
 /** The kernels a model gets when the caller names none. */
 async function defaultKernels(threads: number | undefined): Promise<Kernels> {
-  const choice = process.env[KERNELS_ENV]?.trim().toLowerCase() || "wasm";
+  const choice = platform.env(KERNELS_ENV)?.trim().toLowerCase() || "wasm";
   if (choice === "reference") return referenceKernels;
   const relaxedSimd = WASM_CHOICES[choice];
   if (!Object.hasOwn(WASM_CHOICES, choice)) {
@@ -190,16 +207,17 @@ function chooseContextLength(
   const perPosition = kvBytesPerPosition(loaded, kvType) * slots;
   if (requested !== undefined) {
     const needed = perPosition * requested;
-    if (needed > totalmem() * 0.75) {
+    const memory = platform.memoryBytes();
+    if (needed > memory * 0.75) {
       throw new InferenceError(
         "INVALID_OPTION",
-        `contextLength ${requested} with ${slots} slots needs ${gib(needed)} GiB of KV cache; this machine has ${gib(totalmem())} GiB`,
+        `contextLength ${requested} with ${slots} slots needs ${gib(needed)} GiB of KV cache; this machine has ${gib(memory)} GiB`,
         { details: { option: "contextLength", value: requested } },
       );
     }
     return requested;
   }
-  const budget = Math.min(KV_DEFAULT_CAP_BYTES, totalmem() * KV_MEMORY_SHARE);
+  const budget = Math.min(KV_DEFAULT_CAP_BYTES, platform.memoryBytes() * KV_MEMORY_SHARE);
   const fits = Math.max(256, Math.floor(budget / perPosition));
   return Math.min(loaded.transformer.config.contextLength, fits);
 }

@@ -24,6 +24,7 @@ import {
   type TokenizerModel,
   toInferenceError,
 } from "@infer/core";
+import { platform } from "#platform";
 import type { KVCache, KVCacheType, Transformer } from "../engine/transformer.js";
 import type { Tokenizer } from "../tokenizer/types.js";
 import { utf8Decode } from "../tokenizer/stream-decoder.js";
@@ -143,7 +144,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
         this.emitProbes(call, seq);
         for (const token of seq.drain()) yield token;
         // Let timers and I/O (abort signals, servers) run between steps.
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await platform.nextTask();
       }
       return seq.finishReason === "length" ? "length" : "stop";
     } finally {
@@ -197,7 +198,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
             ...(options.logits ? { logits: seq.lastLogits! } : {}),
           });
         }
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await platform.nextTask();
       }
     } finally {
       const total = performance.now() - started;
@@ -266,7 +267,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
           running.delete(seq);
           freeSlots.push(seq.slot);
         }
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await platform.nextTask();
       }
       for (const seq of running.keys()) generated += seq.generatedIds.length;
     } finally {

@@ -4,13 +4,15 @@
  * both layouts (GGUF llama q/k rows permuted and Gemma norms shifted by 1 the
  * way llama.cpp's converter stores them), so both must produce the same logits.
  */
-import { mkdir, writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { GgmlType, type GgufTensorSpec, type GgufValueInput, GgufValueType } from "@infer/formats";
 import { writeGgufFile, writeSafetensorsFile } from "@infer/formats/node";
+import { platform } from "#platform";
 import { ropeInverseFrequencies, type RopeScaling } from "../engine/rope.js";
 import { ARCHITECTURES } from "../arch/registry.js";
 import { byteVocab, byteVocabTokenizerJson, BOS_TOKEN, EOS_TOKEN } from "./byte-vocab.js";
+
+/** Node: the helpers write model files to disk. */
+const { join, writeText } = platform.files;
 
 export type RandomArchitecture = "llama" | "qwen2" | "qwen3" | "gemma3" | "phi3";
 
@@ -329,17 +331,16 @@ export async function writeRandomHf(folder: string, spec: RandomHfSpec): Promise
       attn_logit_softcapping: null,
     });
   }
-  await mkdir(folder, { recursive: true });
   const tensors = randomTensors(dims).map((tensor) => ({
     name: hfTensorName(tensor.name),
     dtype,
     shape: tensor.shape,
     data: tensor.data,
   }));
+  await writeText(join(folder, "config.json"), JSON.stringify(config, null, 2));
   await writeSafetensorsFile(join(folder, "model.safetensors"), tensors, { format: "pt" });
-  await writeFile(join(folder, "config.json"), JSON.stringify(config, null, 2));
-  await writeFile(join(folder, "tokenizer.json"), JSON.stringify(byteVocabTokenizerJson(vocab)));
-  await writeFile(
+  await writeText(join(folder, "tokenizer.json"), JSON.stringify(byteVocabTokenizerJson(vocab)));
+  await writeText(
     join(folder, "tokenizer_config.json"),
     JSON.stringify({ bos_token: BOS_TOKEN, eos_token: EOS_TOKEN, add_bos_token: false, tokenizer_class: "PreTrainedTokenizerFast" }),
   );

@@ -2,58 +2,48 @@
  * `loadTokenizer(path)`: the tokenizer of a model folder (tokenizer.json and
  * its companions), of a GGUF model file, or of a vocabulary-only GGUF.
  */
-import { readFile, readdir, stat } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
 import { InferenceError, parseModelJson } from "@infer/core";
-import { readGgufHeader } from "@infer/formats/node";
+import { platform } from "#platform";
+import { pathFolder, type ModelFolder } from "../sources/folder.js";
 import { tokenizerFromGgufMetadata } from "./gguf-vocab.js";
 import { tokenizerFromHfJson } from "./hf-tokenizer.js";
 import type { VocabTokenizer } from "./vocab-tokenizer.js";
 
+const { basename, dirname, join } = platform.files;
+
 async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
-  }
+  return (await platform.files.stat(path)) !== undefined;
 }
 
-/** A JSON file of the folder, or undefined when absent; unparsable JSON is MODEL_FORMAT naming the file. */
-async function readJson(path: string, required: boolean): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch (error) {
-    if (!required && (error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new InferenceError("MODEL_FORMAT", `${path}: cannot read the file (${(error as NodeJS.ErrnoException).code ?? String(error)})`, {
-      cause: error,
-      details: { file: path },
-    });
+/** A JSON file of the folder, or undefined when absent (and not required); unparsable JSON is MODEL_FORMAT naming the file. */
+async function readJson(folder: ModelFolder, name: string, required: boolean): Promise<unknown> {
+  const text = await folder.readText(name);
+  const path = folder.pathOf(name);
+  if (text === undefined) {
+    if (!required) return undefined;
+    throw new InferenceError("MODEL_FORMAT", `${path}: cannot read the file (it is missing)`, { details: { file: path } });
   }
   return parseModelJson(text, path);
 }
 
-async function readOptionalText(path: string): Promise<string | undefined> {
-  return (await exists(path)) ? readFile(path, "utf8") : undefined;
-}
-
-/** Loads the Hugging Face tokenizer files of `folder`. */
-export async function loadHfTokenizer(folder: string): Promise<VocabTokenizer> {
-  const tokenizerPath = join(folder, "tokenizer.json");
-  if (!(await exists(tokenizerPath))) {
-    throw new InferenceError("MODEL_FORMAT", `${folder}: no tokenizer (tokenizer.json is missing)`, {
+/** Loads the Hugging Face tokenizer files of `folder` (a path, or a folder of another source). */
+export async function loadHfTokenizer(folder: string | ModelFolder): Promise<VocabTokenizer> {
+  const files = typeof folder === "string" ? pathFolder(folder) : folder;
+  const tokenizerPath = files.pathOf("tokenizer.json");
+  const tokenizer = await readJson(files, "tokenizer.json", false);
+  if (tokenizer === undefined) {
+    throw new InferenceError("MODEL_FORMAT", `${files.label}: no tokenizer (tokenizer.json is missing)`, {
       details: { file: tokenizerPath, field: "tokenizer.json" },
     });
   }
   return tokenizerFromHfJson(
     {
-      tokenizer: await readJson(tokenizerPath, true),
-      tokenizerConfig: await readJson(join(folder, "tokenizer_config.json"), false),
-      generationConfig: await readJson(join(folder, "generation_config.json"), false),
-      modelConfig: await readJson(join(folder, "config.json"), false),
-      chatTemplate: await readOptionalText(join(folder, "chat_template.jinja")),
-      chatTemplateSource: join(folder, "chat_template.jinja"),
+      tokenizer,
+      tokenizerConfig: await readJson(files, "tokenizer_config.json", false),
+      generationConfig: await readJson(files, "generation_config.json", false),
+      modelConfig: await readJson(files, "config.json", false),
+      chatTemplate: await files.readText("chat_template.jinja"),
+      chatTemplateSource: files.pathOf("chat_template.jinja"),
     },
     tokenizerPath,
   );
@@ -61,7 +51,7 @@ export async function loadHfTokenizer(folder: string): Promise<VocabTokenizer> {
 
 /** Loads the tokenizer stored in a GGUF file's metadata (a model or a vocabulary-only file). */
 export async function loadGgufTokenizer(path: string): Promise<VocabTokenizer> {
-  const header = await readGgufHeader(path);
+  const header = await platform.files.readGgufHeader(path);
   return tokenizerFromGgufMetadata(header.metadata, path);
 }
 
@@ -71,15 +61,11 @@ export async function loadGgufTokenizer(path: string): Promise<VocabTokenizer> {
  * path without a tokenizer is MODEL_FORMAT naming the file or field.
  */
 export async function loadTokenizer(path: string): Promise<VocabTokenizer> {
-  let info;
-  try {
-    info = await stat(path);
-  } catch (error) {
-    throw new InferenceError("MODEL_NOT_FOUND", `${path}: no such file or folder`, { cause: error, details: { file: path } });
-  }
-  if (info.isDirectory()) {
+  const info = await platform.files.stat(path);
+  if (info === undefined) throw new InferenceError("MODEL_NOT_FOUND", `${path}: no such file or folder`, { details: { file: path } });
+  if (info.isDirectory) {
     if (await exists(join(path, "tokenizer.json"))) return loadHfTokenizer(path);
-    const ggufs = (await readdir(path)).filter((name) => name.toLowerCase().endsWith(".gguf"));
+    const ggufs = (await platform.files.list(path)).filter((name) => name.toLowerCase().endsWith(".gguf"));
     if (ggufs.length === 1) return loadGgufTokenizer(join(path, ggufs[0]!));
     return loadHfTokenizer(path); // reports the missing tokenizer.json
   }

@@ -7,11 +7,12 @@
  * completes it arrives, so pushing tokens one by one and flushing at the end
  * concatenates to `decode(ids)`.
  */
+import { decodeUtf8 } from "@infer/formats";
 import type { DecodeOptions, TokenStream } from "./types.js";
 
 /** Decodes UTF-8 the way every tokenizer here does: replacement characters, BOM kept. */
 export function utf8Decode(bytes: Uint8Array): string {
-  return new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(bytes);
+  return decodeUtf8(new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }), bytes);
 }
 
 export interface TokenBytesSource {
@@ -33,7 +34,7 @@ export class StreamDecoder implements TokenStream {
   ) {}
 
   push(id: number): string {
-    return this.emit(this.decoder.decode(this.tokens.tokenBytes(id, this.options), { stream: true }));
+    return this.emit(decodeUtf8(this.decoder, this.tokens.tokenBytes(id, this.options), { stream: true }));
   }
 
   /** Ends the sequence; the decoder is ready for a new one afterwards. */

@@ -8,7 +8,7 @@ import { referenceMatmul } from "../../src/kernels/reference.js";
 import type { Kernels, WeightMatrix } from "../../src/kernels/types.js";
 import { availableParallelism } from "node:os";
 import { GgmlType } from "@infer/formats";
-import { physicalCoreCount } from "../../src/kernels/wasm/cores.js";
+import { platform } from "#platform";
 import { createWasmKernels, relaxedSimdSupported } from "../../src/kernels/wasm/index.js";
 import { assertInferenceError, assertWithin, errorBounds, random, randomActivations, randomMatrix } from "./helpers.js";
 
@@ -151,7 +151,7 @@ describe("wasm kernels: bad input", () => {
 
 describe("wasm kernels: lifetime", () => {
   it("defaults to one thread per physical core", async () => {
-    const cores = physicalCoreCount();
+    const cores = platform.coreCount();
     assert.ok(Number.isInteger(cores) && cores >= 1 && cores <= availableParallelism());
     const kernels = await createWasmKernels();
     const build = relaxedSimdSupported() ? "wasm-relaxed-simd" : "wasm-simd";

@@ -11,22 +11,25 @@
  * as x or out skip the staging. Attention reads a KV cache in `allocate`
  * memory in place and stages one that lives elsewhere (see attention-host.ts).
  */
-import { readFile } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
+import { platform } from "#platform";
 import type { AttentionKernel, Kernels, WeightMatrix } from "../types.js";
 import type { Activation, addBias, addInPlace, applyRope, rmsNorm } from "../ops.js";
 import { SharedArena } from "./arena.js";
 import { AttentionHost } from "./attention-host.js";
 import { KernelContext } from "./context.js";
 import { ElementwiseHost } from "./elementwise-host.js";
-import { physicalCoreCount } from "./cores.js";
 import { MatmulHost } from "./matmul-host.js";
 import { WorkerPool } from "./pool.js";
 import { CONTROL_BYTES, type KernelExports } from "./protocol.js";
 import { wasmApi, type WasmModule } from "./webassembly.js";
 
 export interface WasmKernelOptions {
-  /** Threads computing each call, the calling thread included. Default: the machine's physical cores. */
+  /**
+   * Threads computing each call, the calling thread included. Default: the machine's physical
+   * cores (a browser's logical ones). Where workers cannot share memory (a page without
+   * cross-origin isolation) it is 1 whatever is asked, noted once on the console.
+   */
   threads?: number;
   /**
    * Bytes read (weights times batch, or keys and values) below which a call is
@@ -76,20 +79,20 @@ function loadModule(build: keyof typeof BUILDS): Promise<WasmModule> {
   if (module) return module;
   module = (async () => {
     const url = BUILDS[build]();
-    let bytes: Buffer;
+    let bytes: Uint8Array;
     try {
-      bytes = await readFile(url);
+      bytes = await platform.readBinary(url);
     } catch (cause) {
       throw new InferenceError(
         "BACKEND_UNAVAILABLE",
-        `${url.pathname} is missing: build it with \`npm run build:wasm -w @infer/wasm\``,
+        `${url.href} is missing: build it with \`npm run build:wasm -w @infer/wasm\``,
         { cause },
       );
     }
     try {
       return await wasmApi.compile(bytes);
     } catch (cause) {
-      throw new InferenceError("BACKEND_UNAVAILABLE", `${url.pathname} does not compile (this runtime needs WebAssembly SIMD and threads)`, { cause });
+      throw new InferenceError("BACKEND_UNAVAILABLE", `${url.href} does not compile (this runtime needs WebAssembly SIMD and threads)`, { cause });
     }
   })();
   compiled.set(build, module);
@@ -97,14 +100,27 @@ function loadModule(build: keyof typeof BUILDS): Promise<WasmModule> {
   return module;
 }
 
+let notedSingleThread = false;
+
+/** The threads asked for (default: the cores), or 1 where workers cannot share memory. */
+function threadsHere(asked: number | undefined): number {
+  const why = platform.threadsUnavailable();
+  if (why === undefined) return asked ?? platform.coreCount();
+  if (!notedSingleThread) {
+    notedSingleThread = true;
+    console.info(`@infer/wasm: computing on one thread: ${why}.`);
+  }
+  return 1;
+}
+
 export async function createWasmKernels(options: WasmKernelOptions = {}): Promise<Kernels> {
-  const threads = options.threads ?? physicalCoreCount();
+  if (options.threads !== undefined && (!Number.isInteger(options.threads) || options.threads < 1)) {
+    throw new InferenceError("INVALID_OPTION", `threads must be a positive integer, got ${options.threads}`);
+  }
+  const threads = threadsHere(options.threads);
   // 64 KiB: small models' smallest matrices (a 135M model's Q4_0 attention output) still split
   // across two threads, which pays off in decode; a lower bound splits nothing more that matters.
   const minBytesPerThread = options.minBytesPerThread ?? 64 * 1024;
-  if (!Number.isInteger(threads) || threads < 1) {
-    throw new InferenceError("INVALID_OPTION", `threads must be a positive integer, got ${threads}`);
-  }
   if (!(minBytesPerThread >= 0)) {
     throw new InferenceError("INVALID_OPTION", `minBytesPerThread must be >= 0, got ${minBytesPerThread}`);
   }

@@ -1,12 +1,14 @@
 /**
  * Worker threads sharing the kernels' memory. `run` is synchronous: the main
  * thread posts the job, runs share 0 itself and blocks in Atomics.wait (which
- * Node allows on its main thread) until the workers are done, so a kernel call
- * returns like a plain function. Workers are unref'd: a process that never
- * disposes the kernels still exits.
+ * Node allows on its main thread; a browser page's main thread spins instead)
+ * until the workers are done, so a kernel call returns like a plain function.
+ * Workers start through the platform (worker_threads, unref'd so that a process
+ * that never disposes the kernels still exits; or Web Workers).
  */
-import { Worker } from "node:worker_threads";
 import { InferenceError } from "@infer/core";
+import { platform } from "#platform";
+import type { KernelWorker } from "../../platform/types.js";
 import {
   CONTROL_INTS,
   JobArgs,
@@ -22,7 +24,7 @@ import type { WasmMemory, WasmModule } from "./webassembly.js";
 
 export class WorkerPool {
   private readonly control: Int32Array;
-  private readonly workers: Worker[] = [];
+  private readonly workers: KernelWorker[] = [];
   private broken: Error | undefined;
   private disposed = false;
 
@@ -49,21 +51,11 @@ export class WorkerPool {
     const ready: Promise<void>[] = [];
     for (let threadIndex = 1; threadIndex < threads; threadIndex++) {
       const setup: WorkerSetup = { module, memory, controlAddress, threadIndex };
-      // No inherited node flags: the worker needs none, and some (--input-type, --eval) make it fail to start.
-      const worker = new Worker(new URL("./worker.js", import.meta.url), { workerData: setup, execArgv: [] });
-      worker.unref();
+      const worker = platform.startWorker(new URL("./worker.js", import.meta.url), setup);
       pool.workers.push(worker);
-      ready.push(
-        new Promise<void>((resolve, reject) => {
-          worker.once("message", () => resolve());
-          worker.once("error", reject);
-        }),
-      );
+      ready.push(worker.ready);
       // Recorded so that the next call fails at once rather than waiting on a worker that is gone.
-      worker.on("error", (error) => (pool.broken ??= error));
-      worker.on("exit", () => {
-        if (!pool.disposed) pool.broken ??= new Error("a kernel worker exited");
-      });
+      worker.onFailure((error) => (pool.broken ??= error));
     }
     try {
       await Promise.all(ready);
@@ -118,7 +110,7 @@ export class WorkerPool {
     for (;;) {
       const pending = Atomics.load(control, Slot.PENDING);
       if (pending === 0) return;
-      if (++spins <= SPIN_LIMIT) continue;
+      if (++spins <= SPIN_LIMIT || !platform.canBlock) continue;
       // Workers count down even when their kernel traps (they catch it). A worker
       // killed outright mid-job is only noticed at the next call, through its
       // "error"/"exit" event, since this thread's event loop is parked here.

@@ -3,17 +3,18 @@
  * runs its share of each job the main thread posts in the control block (see
  * protocol.ts) until told to quit.
  */
-import { parentPort, workerData } from "node:worker_threads";
+import { platform } from "#platform";
 import { CONTROL_INTS, runShare, Slot, SPIN_LIMIT, ticketThreads, type KernelExports, type WorkerSetup } from "./protocol.js";
 import { wasmApi } from "./webassembly.js";
 
-const setup = workerData as WorkerSetup;
+const endpoint = await platform.workerEndpoint();
+const setup = endpoint.setup as WorkerSetup;
 const instance = new wasmApi.Instance(setup.module, { env: { memory: setup.memory } });
 const exports = instance.exports as unknown as KernelExports;
 const control = new Int32Array(setup.memory.buffer, setup.controlAddress, CONTROL_INTS);
 
 let seen = Atomics.load(control, Slot.GENERATION);
-parentPort!.postMessage("ready");
+endpoint.ready();
 
 for (;;) {
   let spins = 0;

@@ -1,0 +1,235 @@
+/**
+ * The browser bundle (dist/browser/index.js) in real headless Chromium, one browser launch for
+ * every case: the shared small models load from a local server by URL, as a Blob and as bytes,
+ * and give the published greedy tokens; with threads (a cross-origin isolated page) and without
+ * (a plain page: one thread, one console note) the tokens are the same; bad sources fail with
+ * InferenceError codes.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { build } from "esbuild";
+import type { Browser, Page } from "puppeteer-core";
+import { harness } from "./harness.js";
+
+const skip = !harness.hasSharedModels()
+  ? `shared models not found at ${harness.SHARED_MODELS} (a clone outside this workplace has none)`
+  : harness.findChromium() === undefined
+    ? "no Chromium: install Debian's chromium package or set CHROMIUM_PATH"
+    : undefined;
+
+const STORIES = "/models/stories260K/stories260K.gguf";
+const TINY = "/models/tinystories-656k/";
+
+interface Greedy {
+  text: string;
+  ids: number[];
+  progress: { phase: string; loadedBytes: number; totalBytes: number | undefined }[];
+  kernels?: string;
+  backend: string;
+}
+interface LoadFailure {
+  code: string;
+  message?: string;
+  isInferenceError?: boolean;
+}
+
+/** Calls run.js's `name(infer, ...args)` in the page, with the bundle imported as `infer`. */
+async function inPage<T>(page: Page, name: string, ...args: unknown[]): Promise<T> {
+  return (await page.evaluate(
+    async (name: string, args: unknown[]) => {
+      const bundle = "/packages/wasm/dist/browser/index.js";
+      const runner = "/packages/wasm/test/browser/page/run.js";
+      const [infer, run] = await Promise.all([import(bundle), import(runner)]);
+      return run[name](infer, ...args);
+    },
+    name,
+    args,
+  )) as T;
+}
+
+describe("the browser bundle in headless Chromium", { skip }, () => {
+  let browser: Browser;
+  let isolated: Awaited<ReturnType<typeof harness.serve>>;
+  let plain: Awaited<ReturnType<typeof harness.serve>>;
+  const pages: Page[] = [];
+  const expectedText = () => readFileSync(join(harness.SHARED_MODELS, "stories260K/expected-greedy-200.txt"), "utf8").replace(/\n$/, "");
+  const tinyExpected = () =>
+    JSON.parse(readFileSync(join(harness.SHARED_MODELS, "tinystories-656k/expected-greedy-100.json"), "utf8")) as {
+      prompt: string;
+      greedy_ids: number[];
+    };
+  const open = async (server: { origin: string }) => {
+    const opened = await harness.openPage(browser, `${server.origin}/packages/wasm/test/browser/page/`);
+    pages.push(opened.page);
+    return opened;
+  };
+
+  /** A small app bundled by esbuild for the browser, served at /app/. */
+  const app = mkdtempSync(join(tmpdir(), "infer-esbuild-app-"));
+
+  before(async () => {
+    const mounts = { "/models/": harness.SHARED_MODELS, "/app/": app };
+    [browser, isolated, plain] = await Promise.all([
+      harness.launchBrowser(),
+      harness.serve({ root: harness.REPO_ROOT, mounts }),
+      harness.serve({ root: harness.REPO_ROOT, mounts, isolated: false }),
+    ]);
+  });
+  after(async () => {
+    await Promise.all(pages.map((page) => page.close().catch(() => undefined)));
+    await browser?.close();
+    await Promise.all([isolated?.close(), plain?.close()]);
+    rmSync(app, { recursive: true, force: true });
+  });
+
+  test("stories260K by URL: greedy 200 tokens equal the published text, with download progress", async () => {
+    const { page, logs } = await open(isolated);
+    const result = await inPage<Greedy>(page, "greedy", STORIES, { maxTokens: 200 });
+    assert.equal(result.backend, "wasm");
+    assert.equal(result.ids.length, 200);
+    assert.equal(result.text, expectedText());
+    const size = statSync(join(harness.SHARED_MODELS, "stories260K/stories260K.gguf")).size;
+    const downloads = result.progress.filter((p) => p.phase === "download");
+    assert.ok(downloads.length >= 1);
+    assert.ok(downloads.every((p, i) => p.totalBytes === size && (i === 0 || p.loadedBytes >= downloads[i - 1]!.loadedBytes)));
+    assert.equal(downloads.at(-1)!.loadedBytes, size);
+    assert.deepEqual(logs.filter((line) => line.includes("one thread")), []);
+  });
+
+  test("threads on (isolated page, 2 workers) and off (plain page) give the same tokens; off is noted once", async () => {
+    const on = await open(isolated);
+    const threaded = await inPage<Greedy>(on.page, "greedy", STORIES, { maxTokens: 200, threads: 2 });
+    assert.match(threaded.kernels!, /\(2 threads\)/);
+    const off = await open(plain);
+    assert.equal(await off.page.evaluate(() => (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated), false);
+    const single = await inPage<Greedy>(off.page, "greedy", STORIES, { maxTokens: 200, threads: 2 });
+    assert.match(single.kernels!, /\(1 thread\)/);
+    await inPage<Greedy>(off.page, "greedy", STORIES, { maxTokens: 8 });
+    assert.deepEqual(single.ids, threaded.ids);
+    assert.equal(threaded.text, expectedText());
+    const notes = off.logs.filter((line) => line.includes("one thread"));
+    assert.equal(notes.length, 1, off.logs.join("\n"));
+    assert.match(notes[0]!, /Cross-Origin-Opener-Policy: same-origin.*Cross-Origin-Embedder-Policy: require-corp/);
+  });
+
+  test("stories260K as a Blob and as an ArrayBuffer: the same text", async () => {
+    const { page } = await open(isolated);
+    for (const as of ["blob", "bytes"]) {
+      const result = await inPage<Greedy>(page, "greedy", STORIES, { maxTokens: 200, as });
+      assert.equal(result.text, expectedText(), as);
+      assert.ok(result.progress.some((p) => p.phase === "load"), as);
+    }
+  });
+
+  test("tinystories-656k from its folder's URL: greedy 100 ids equal the published ones", async () => {
+    const { page } = await open(isolated);
+    const expected = tinyExpected();
+    const result = await inPage<Greedy>(page, "greedy", TINY, { prompt: expected.prompt, maxTokens: 100 });
+    assert.deepEqual(result.ids, expected.greedy_ids);
+  });
+
+  test("two models in one page at once, each with its own workers, which close() ends", async () => {
+    const { page } = await open(isolated);
+    const expected = tinyExpected();
+    type Held = { models: { generateText(p: string, o: object): Promise<{ text: string; tokens: { id: number }[] }>; close(): Promise<void> }[] };
+    const cores = await page.evaluate(async (stories: string, tiny: string) => {
+        const bundle = "/packages/wasm/dist/browser/index.js";
+        const infer = await import(bundle);
+        const web = globalThis as unknown as { location: { href: string }; navigator: { hardwareConcurrency: number }; models: unknown[] };
+        const absolute = (url: string) => new URL(url, web.location.href).href;
+        web.models = await Promise.all([infer.loadModel(absolute(stories)), infer.loadModel(absolute(tiny))]);
+        return web.navigator.hardwareConcurrency;
+      },
+      STORIES,
+      TINY,
+    );
+    // Each model computes on every core: the page's thread and one worker per other core.
+    assert.equal(page.workers().length, 2 * (cores - 1));
+    const [stories, tiny] = await page.evaluate(
+      async (prompt: string) => {
+        const [a, b] = (globalThis as unknown as Held).models;
+        return [(await a!.generateText("", { maxTokens: 200, temperature: 0 })).text, (await b!.generateText(prompt, { maxTokens: 100, temperature: 0 })).tokens.map((t) => t.id)];
+      },
+      expected.prompt,
+    );
+    assert.equal(stories, expectedText());
+    assert.deepEqual(tiny, expected.greedy_ids);
+    await page.evaluate(async () => {
+      await Promise.all((globalThis as unknown as Held).models.map((m) => m.close()));
+    });
+    for (let tries = 0; page.workers().length > 0 && tries < 50; tries++) await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(page.workers().length, 0);
+  });
+
+  test("a download cut mid-way resumes with an HTTP Range request", async () => {
+    const { page } = await open(isolated);
+    const result = await inPage<Greedy>(page, "greedy", `${STORIES}?cut=300000`, { maxTokens: 200 });
+    assert.equal(result.text, expectedText());
+    const ranged = isolated.requests.filter((r) => r.path === STORIES && r.range !== undefined);
+    assert.equal(ranged.length, 1);
+    // From the first byte not received: the server sent 300000, of which the browser may drop the tail it held when the connection broke.
+    const from = Number(/^bytes=(\d+)-$/.exec(ranged[0]!.range!)?.[1]);
+    assert.ok(from > 0 && from <= 300_000, ranged[0]!.range);
+    assert.equal(ranged[0]!.status, 206);
+  });
+
+  test("bad sources fail with InferenceError codes, and the page goes on working", async () => {
+    const { page } = await open(isolated);
+    const fails = async (source: string, options: Record<string, unknown> = {}) => inPage<LoadFailure>(page, "loadError", source, options);
+    const missing = await fails("/models/stories260K/missing.gguf");
+    assert.deepEqual([missing.code, missing.isInferenceError], ["MODEL_NOT_FOUND", true]);
+    assert.match(missing.message!, /missing\.gguf.*404/);
+    const notGguf = await fails("/models/stories260K/expected-greedy-200.txt");
+    assert.equal(notGguf.code, "MODEL_FORMAT");
+    assert.match(notGguf.message!, /not a GGUF file/);
+    assert.equal((await fails("hello, not a model", { as: "bytes" })).code, "MODEL_FORMAT");
+    // A port nothing listens on (and another origin, which an isolated page may not read anyway).
+    assert.equal((await fails("http://127.0.0.1:9/model.gguf")).code, "IO");
+    assert.equal((await fails("/models/a-local-path.gguf".slice(1))).code, "NO_BACKEND_FOR_FORMAT");
+    const after = await inPage<Greedy>(page, "greedy", STORIES, { maxTokens: 20 });
+    assert.equal(after.text, expectedText().slice(0, after.text.length));
+  });
+
+  test("an app bundled by esbuild for the browser through the packages' exports runs the model", async () => {
+    writeFileSync(
+      join(app, "main.js"),
+      [
+        'import { loadModel, InferenceError } from "@infer/core";',
+        'import "@infer/wasm";',
+        "export async function run(url) {",
+        "  const model = await loadModel(url);",
+        "  try {",
+        '    return { text: (await model.generateText("", { maxTokens: 200, temperature: 0 })).text, backend: model.backend };',
+        "  } finally {",
+        "    await model.close();",
+        "  }",
+        "}",
+        "export { InferenceError };",
+      ].join("\n"),
+    );
+    // A bundler resolves "browser" conditions (the engine's platform module) and fails on any node:* import.
+    await build({
+      entryPoints: [join(app, "main.js")],
+      outfile: join(app, "dist", "main.js"),
+      bundle: true,
+      format: "esm",
+      platform: "browser",
+      nodePaths: [join(harness.REPO_ROOT, "node_modules")],
+      logLevel: "silent",
+    });
+    // What the engine loads by URL beside itself, copied as an app's build would (esbuild leaves such URLs alone).
+    const browserDist = join(harness.REPO_ROOT, "packages/wasm/dist/browser");
+    for (const file of ["worker.js", "kernels.wasm", "kernels-relaxed.wasm"]) copyFileSync(join(browserDist, file), join(app, "dist", file));
+    const { page } = await open(isolated);
+    const result = (await page.evaluate(async (stories: string) => {
+      const entry = "/app/dist/main.js";
+      const { run } = await import(entry);
+      return run(new URL(stories, (globalThis as unknown as { location: { href: string } }).location.href).href);
+    }, STORIES)) as { text: string; backend: string };
+    assert.equal(result.backend, "wasm");
+    assert.equal(result.text, expectedText());
+  });
+});

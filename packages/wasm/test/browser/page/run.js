@@ -1,0 +1,40 @@
+// Page-side helpers of the browser tests (packages/wasm/test/browser/*.test.ts), imported in
+// headless Chromium next to the browser bundle: each returns plain data for the test to assert on.
+
+export const absolute = (url) => new URL(url, globalThis.location.href).href;
+
+/** Greedy generation from a model source (a URL, or a Blob/bytes made from one), with the progress events seen. */
+export async function greedy(infer, source, { prompt = "", maxTokens, as = "url", threads, loadOptions = {} } = {}) {
+  const progress = [];
+  // Model strings are absolute URLs (any other string is a file path, which a page has none of).
+  let input = absolute(source);
+  if (as !== "url") {
+    const response = await fetch(input);
+    input = as === "blob" ? await response.blob() : await response.arrayBuffer();
+  }
+  const onProgress = (event) => progress.push(event);
+  let kernels;
+  if (threads !== undefined) kernels = await infer.createWasmKernels({ threads });
+  const model = kernels
+    ? await infer.loadWasmModel(input, { ...loadOptions, onProgress, kernels })
+    : await infer.loadModel(input, { ...loadOptions, onProgress });
+  try {
+    const result = await model.generateText(prompt, { maxTokens, temperature: 0 });
+    return { text: result.text, ids: result.tokens.map((token) => token.id), progress, kernels: kernels?.name, backend: model.backend };
+  } finally {
+    await model.close();
+    await kernels?.dispose();
+  }
+}
+
+/** The InferenceError code and message a load fails with (or "loaded" when it does not fail). */
+export async function loadError(infer, source, { as = "url", loadOptions = {} } = {}) {
+  let input = as === "bytes" ? new TextEncoder().encode(source) : source.startsWith("/") ? absolute(source) : source;
+  try {
+    const model = await infer.loadModel(input, loadOptions);
+    await model.close();
+    return { code: "loaded" };
+  } catch (error) {
+    return { code: error.code, message: error.message, isInferenceError: error instanceof infer.InferenceError };
+  }
+}

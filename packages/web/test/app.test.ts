@@ -53,6 +53,7 @@ describe("the chat app's logic", () => {
     assert.match(headlineOf({ code: "MODEL_FORMAT", message: "bad magic" }), /not a model/);
     assert.match(headlineOf({ code: "MODEL_NOT_FOUND", message: "HTTP 404" }), /could not be downloaded/);
     assert.match(headlineOf(reportOf(new RangeError("WebAssembly.Memory(): could not allocate memory"))), /too large/);
+    assert.match(headlineOf({ code: "UNSUPPORTED", message: "m.gguf: 5000000000 bytes do not fit the WebAssembly kernels' memory" }), /too large/);
     assert.match(headlineOf(reportOf(new TypeError("Failed to fetch"))), /network/);
     assert.deepEqual(reportOf("boom"), { code: "INTERNAL", message: "boom" });
   });

@@ -3,19 +3,10 @@
  * registered), copied beside the app as engine/ at build. It is imported at run time by URL,
  * not bundled into the app: its workers and kernel builds sit beside it, found from its own URL.
  */
-import type { LoadOptions, TextModel } from "@infer/core";
-
-/** A load's progress, as the browser bundle reports it (LoadOptions.onProgress). */
-export interface LoadProgress {
-  phase: "download" | "load";
-  loadedBytes: number;
-  totalBytes?: number;
-}
+import type * as Core from "@infer/core";
 
 /** What the app uses of the bundle's exports. */
-export interface Engine {
-  loadModel(source: string | Blob | ArrayBuffer, options?: LoadOptions & { onProgress?: (progress: LoadProgress) => void }): Promise<TextModel>;
-}
+export type Engine = Pick<typeof Core, "loadModel">;
 
 let engine: Promise<Engine> | undefined;
 

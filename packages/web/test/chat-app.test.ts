@@ -2,8 +2,9 @@
 /**
  * The chat app end to end in headless Chromium, on the real engine and a real model: load
  * stories260K from the list the server gives, send a prompt, watch the answer stream in and
- * equal the engine's greedy continuation in Node, stop an answer, drop a file that is not a
- * model and see a readable error, then load from a local file and answer again.
+ * equal the engine's greedy continuation in Node, stop an answer, see readable errors for a
+ * dropped file that is not a model and a URL that is not there, then load from a local file and
+ * answer again.
  */
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -124,6 +125,14 @@ test("the chat app in Chromium: load, stream, stop, a broken file, a local file"
     assert.match(await page.$eval("#error-detail", (e) => e.textContent ?? ""), /\(MODEL_FORMAT\)$/);
     assert.equal(await page.$eval("#model-status", (e) => e.textContent), "No model loaded.");
     await page.screenshot({ path: join(OUTPUT, "chat-app-error.png") });
+
+    // A URL that answers 404, typed into the model box: a download error, not a frozen page.
+    await page.click("#error-close");
+    await page.type("#model-url", "models/9/missing.gguf");
+    await page.click("#url-form button[type=submit]");
+    await page.waitForSelector("#error:not([hidden])", { timeout: 60_000 });
+    assert.match(await page.$eval("#error-headline", (e) => e.textContent ?? ""), /could not be downloaded/);
+    assert.match(await page.$eval("#error-detail", (e) => e.textContent ?? ""), /missing\.gguf.*\(MODEL_NOT_FOUND\)$/);
 
     const input = await page.$("input#model-file");
     await input!.uploadFile(storiesGguf);

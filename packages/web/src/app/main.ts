@@ -13,6 +13,8 @@ import { readSettings } from "./settings.js";
 import { resolveModelUrl } from "./sources.js";
 
 const ui = pageElements();
+/** What the prompt box says until a model is loaded (index.html's text). */
+const EMPTY_PLACEHOLDER = ui.prompt.placeholder;
 const chat = new ChatView(ui.messages);
 
 type State = "empty" | "loading" | "ready" | "answering";
@@ -60,6 +62,7 @@ function unloaded(): void {
   pending = undefined;
   ui.modelStatus.textContent = "No model loaded.";
   ui.modeNote.hidden = true;
+  ui.prompt.placeholder = EMPTY_PLACEHOLDER;
   setState("empty");
 }
 

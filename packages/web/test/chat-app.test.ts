@@ -71,8 +71,16 @@ test("the chat app in Chromium: load, stream, stop, a broken file, a local file"
 
     // Load the model infer web serves; it has no chat template, and the page says so.
     await page.waitForSelector("#served-models button");
+    await page.evaluate(() => {
+      const shown: string[] = [];
+      (window as unknown as { progress: string[] }).progress = shown;
+      const text = document.querySelector("#progress-text")!;
+      new MutationObserver(() => shown.push(text.textContent ?? "")).observe(text, { childList: true, characterData: true, subtree: true });
+    });
     await page.click("#served-models button");
     assert.match(await waitLoaded(page), /^Loaded stories260K\.gguf \(llama/);
+    const progress = await page.evaluate(() => (window as unknown as { progress: string[] }).progress);
+    assert.ok(progress.some((line) => /^Downloading: [\d.]+ (B|KB|MB) of 1\.1 MB/.test(line)), `progress shown: ${JSON.stringify(progress)}`);
     assert.match(await page.$eval("#mode-note", (e) => e.textContent ?? ""), /no chat template/);
 
     // The answer streams: every change of its text is recorded, and it ends as Node's greedy text.

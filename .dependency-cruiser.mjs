@@ -14,6 +14,7 @@ export const PORTABLE = [
   "^packages/wasm/src/(?!platform/node\\.ts$)",
   // @infer/hub/browser and what it imports.
   "^packages/hub/src/(aliases|browser|listing|model-url|ref|select)\\.ts$",
+  "^packages/web/src/app/",
 ];
 
 const folderCycle = {

@@ -43,3 +43,16 @@ export async function withInterrupt<T>(io: CliIO, run: (signal: AbortSignal) => 
     io.signals.off("SIGINT", onSignal);
   }
 }
+
+/** Resolves at the first SIGINT or SIGTERM (Ctrl-C): how a server command waits to shut down. */
+export function untilStopped(io: CliIO): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = () => {
+      io.signals.off("SIGINT", stop);
+      io.signals.off("SIGTERM", stop);
+      resolve();
+    };
+    io.signals.on("SIGINT", stop);
+    io.signals.on("SIGTERM", stop);
+  });
+}

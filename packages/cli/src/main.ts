@@ -8,10 +8,11 @@ import { pullCommand } from "./commands/pull.js";
 import { rmCommand } from "./commands/rm.js";
 import { runCommand } from "./commands/run.js";
 import { serveCommand } from "./commands/serve.js";
+import { webCommand } from "./commands/web.js";
 import { type Command, helpText, parse, usageError } from "./command.js";
 import { type CliIO, processIO } from "./io.js";
 
-export const COMMANDS: Command[] = [runCommand, chatCommand, serveCommand, pullCommand, lsCommand, infoCommand, rmCommand, benchCommand, convertCommand];
+export const COMMANDS: Command[] = [runCommand, chatCommand, serveCommand, webCommand, pullCommand, lsCommand, infoCommand, rmCommand, benchCommand, convertCommand];
 
 /** What to do next, per error code, when the message itself does not say. */
 const HINTS: Partial<Record<InferenceError["code"], string>> = {

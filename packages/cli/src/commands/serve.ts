@@ -2,6 +2,7 @@ import { basename } from "node:path";
 import type { TextModel } from "@infer/core";
 import { createServer } from "@infer/server";
 import { type Command, numberFlag, stringFlag, usageError } from "../command.js";
+import { untilStopped } from "../io.js";
 import { chatTemplateOf, ISOLATE_FLAG, LOAD_FLAGS, loadOptionsOf, openModel, SAMPLING_FLAGS } from "../models.js";
 
 /** The name clients use: `name=spec` names it explicitly, else the alias, repo or file stem. */
@@ -66,15 +67,7 @@ export const serveCommand: Command = {
         throw error;
       });
       io.stderr.write(`infer: serving ${Object.keys(models).join(", ")} at ${address.url}/v1 (Ctrl-C stops)\n`);
-      await new Promise<void>((resolve) => {
-        const stop = () => {
-          io.signals.off("SIGINT", stop);
-          io.signals.off("SIGTERM", stop);
-          resolve();
-        };
-        io.signals.on("SIGINT", stop);
-        io.signals.on("SIGTERM", stop);
-      });
+      await untilStopped(io);
       io.stderr.write("infer: shutting down\n");
       await server.close();
       return 0;

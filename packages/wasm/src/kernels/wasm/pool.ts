@@ -2,8 +2,8 @@
  * Worker threads sharing the kernels' memory. `run` is synchronous: the main
  * thread posts the job, runs share 0 itself and blocks in Atomics.wait (which
  * Node allows on its main thread) until the workers are done, so a kernel call
- * returns like a plain function. Workers are unref'd: a process that never
- * disposes the kernels still exits.
+ * returns like a plain function. Workers are unref'd once started: a process
+ * that never disposes the kernels still exits.
  */
 import { Worker } from "node:worker_threads";
 import { InferenceError } from "@infer/core";
@@ -51,11 +51,14 @@ export class WorkerPool {
       const setup: WorkerSetup = { module, memory, controlAddress, threadIndex };
       // No inherited node flags: the worker needs none, and some (--input-type, --eval) make it fail to start.
       const worker = new Worker(new URL("./worker.js", import.meta.url), { workerData: setup, execArgv: [] });
-      worker.unref();
       pool.workers.push(worker);
       ready.push(
         new Promise<void>((resolve, reject) => {
-          worker.once("message", () => resolve());
+          // Unref'd only once ready: Deno ends a test whose pending promise waits on unref'd workers alone.
+          worker.once("message", () => {
+            worker.unref();
+            resolve();
+          });
           worker.once("error", reject);
         }),
       );

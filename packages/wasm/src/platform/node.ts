@@ -30,11 +30,14 @@ function physicalCoreCount(): number {
 function startWorker(url: URL, setup: unknown): KernelWorker {
   // No inherited node flags: the worker needs none, and some (--input-type, --eval) make it fail to start.
   const worker = new Worker(url, { workerData: setup, execArgv: [] });
-  // Unref'd: a process that never disposes the kernels still exits.
-  worker.unref();
   let terminating = false;
   const ready = new Promise<void>((resolve, reject) => {
-    worker.once("message", () => resolve());
+    // Unref'd so that a process that never disposes the kernels still exits; only once ready, since
+    // Deno ends a test whose pending promise waits on unref'd workers alone.
+    worker.once("message", () => {
+      worker.unref();
+      resolve();
+    });
     worker.once("error", reject);
   });
   ready.catch(() => undefined);

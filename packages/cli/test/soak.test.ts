@@ -48,8 +48,10 @@ test("npm run soak, short: both backends, 10 workers, no violation", { timeout: 
       assert.deepEqual(r.violations, []);
       assert.ok(r.requests >= 100, `${r.backend}: only ${r.requests} requests`);
       assert.ok(!Object.keys(r.statuses).some((s) => s.startsWith("5")), `${r.backend}: ${JSON.stringify(r.statuses)}`);
-      for (const kind of ["completion stream", "disconnect", "malformed: bad json", "stalled headers"]) {
-        assert.ok((r.byKind[kind]?.count ?? 0) > 0, `${r.backend}: no '${kind}' requests in ${JSON.stringify(Object.keys(r.byKind))}`);
+      // Each malformed kind is about 1% of the mix: a short run on a slow machine can miss any one of them.
+      const count = (prefix: string) => Object.entries(r.byKind).reduce((n, [kind, k]) => n + (kind.startsWith(prefix) ? k.count : 0), 0);
+      for (const kind of ["completion stream", "disconnect", "malformed: ", "stalled headers"]) {
+        assert.ok(count(kind) > 0, `${r.backend}: no '${kind}' requests in ${JSON.stringify(Object.keys(r.byKind))}`);
       }
       assert.ok(r.disconnectProbes.count >= 3, `${r.backend}: ${r.disconnectProbes.count} disconnect probes`);
       assert.ok(r.disconnectProbes.maxTokensAfterNotice! <= 1);

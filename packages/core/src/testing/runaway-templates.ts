@@ -51,7 +51,8 @@ export async function assertRunawayTemplatesFail(model: TextModel, goodTemplate:
   const expected = (limit: string) => (error: unknown) => {
     assert.ok(isInferenceError(error, "INVALID_OPTION"), `expected INVALID_OPTION, got ${String(error)}`);
     assert.match(error.message, /chatTemplate/);
-    assert.match(error.message, new RegExp(`limit ${limit}`));
+    // The time limit is the net under the others: on a machine slow enough it is reached first.
+    assert.match(error.message, new RegExp(`limit (${limit}|maxMillis)`));
     return true;
   };
   for (const { name, template, limit } of RUNAWAY_CHAT_TEMPLATES) {

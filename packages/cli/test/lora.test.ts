@@ -107,6 +107,27 @@ describe("LoRA: convert-lora and merge on tinystories-656k", { skip }, () => {
     assert.ok(cosineSimilarity(applied, merged) >= 0.999, `Q8_0 merge: cosine ${cosineSimilarity(applied, merged)}`);
   });
 
+  test("infer run --adapter generates what the model loaded with adapterPath generates", async () => {
+    const prompt = "Once upon a time, there was a little dog named";
+    const run = async (model: string, ...extra: string[]) => {
+      const result = await runCli(["run", model, prompt, "-n", "12", "-t", "0", "--threads", "1", ...extra]);
+      assert.equal(result.code, 0, result.stderr);
+      return result.stdout;
+    };
+    const adapted = await loadModel(folder, { backend: "wasm", threads: 1, adapterPath: peftAdapter });
+    let expectedText: string;
+    try {
+      expectedText = (await adapted.generateText(prompt, { temperature: 0, maxTokens: 12 })).text;
+    } finally {
+      await adapted.close();
+    }
+    const withAdapter = await run(folder, "--adapter", peftAdapter);
+    assert.equal(withAdapter, `${expectedText}\n`);
+    assert.notEqual(withAdapter, await run(folder), "the adapter changes the greedy text");
+    // A GGUF model with a PEFT folder goes to wasm when no backend is named: llama.cpp reads GGUF adapters only.
+    assert.equal(await run(baseGguf, "--adapter", peftAdapter), withAdapter);
+  });
+
   test("bad input: a missing adapter, no base for convert-lora, an adapter of another shape", async () => {
     const missing = await runCli(["merge", folder, join(dir, "nope"), join(dir, "x")]);
     assert.equal(missing.code, 1);

@@ -10,6 +10,7 @@ import { KVCache, type KVCacheType } from "./cache.js";
 import type { ModelConfig } from "./config.js";
 import { rmsNormRows, type ForwardContext, type QueryObserver } from "./layers.js";
 import { ForwardScratch } from "./scratch.js";
+import type { LoraDeltas } from "./lora.js";
 
 export type { ModelConfig } from "./config.js";
 export type { QueryObserver } from "./layers.js";
@@ -47,6 +48,8 @@ export class Transformer {
   private logits: Float32Array = new Float32Array(0);
   private logitsMemory: Uint8Array | undefined;
   private peakLogitsBytes = 0;
+  /** A LoRA adapter's deltas, added to the projections they adapt (lora.ts); undefined runs the base alone. */
+  lora: LoraDeltas | undefined;
 
   constructor(
     readonly config: ModelConfig,
@@ -96,6 +99,7 @@ export class Transformer {
       seqIds: batch.seqIds,
       scratch: this.scratch,
       observeQueries,
+      lora: this.lora,
     };
     this.model.runLayers(ctx, x);
     for (const [seq, length] of newLengths) cache.setLength(seq, length);

@@ -2,7 +2,7 @@
 import { InferenceError, isInferenceError, type ModelBlob, type ModelSource, sourceKind, sourcePath } from "@infer/core";
 import { GgmlType, type GgufFile, GgufValueType, describeTensorType, hasGgufMagic, parseGguf } from "@infer/formats";
 import { platform } from "#platform";
-import type { Kernels } from "../kernels/types.js";
+import type { Kernels, WeightMatrix } from "../kernels/types.js";
 import { findArchitecture } from "../arch/registry.js";
 import { ConfigReader, type ModelConfig } from "../engine/config.js";
 import { WeightSource, type StoredTensor, type WeightOptions } from "../engine/weights.js";
@@ -39,6 +39,8 @@ export interface LoadedTransformer {
   /** Block size of the dominant matrix type; 0 for unquantized floats. */
   quantGroup: number;
   metadata: LoadedMetadata;
+  /** The weight matrices the blocks hold, by GGUF-style name ("blk.0.attn_q.weight"): where adapters attach. */
+  matrices: ReadonlyMap<string, WeightMatrix>;
 }
 
 /** A GGUF file ready to read, wherever it is. */
@@ -255,6 +257,7 @@ function finish(
     quantBits: quant?.bits ?? 0,
     quantGroup: quant?.group ?? 0,
     metadata,
+    matrices: source.matrices,
   };
 }
 

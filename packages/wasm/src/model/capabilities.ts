@@ -14,7 +14,8 @@ export const WASM_CAPABILITIES: Readonly<CapabilityReport> = Object.freeze({
   embeddings: "unsupported",
   grammar: "unsupported",
   speculative: "unsupported",
-  "lora.inference": "planned",
+  // With adapterPath at load: a PEFT folder or a GGUF LoRA file.
+  "lora.inference": "supported",
   "lora.training": "planned",
   // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
   "probe.logits": "supported",

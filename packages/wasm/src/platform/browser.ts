@@ -59,6 +59,8 @@ const files: PathFiles = {
   readText: noFiles,
   writeText: noFiles,
   list: noFiles,
+  readBytes: noFiles,
+  writeAtomically: noFiles,
   // No file system: nothing is at any path (core then says no backend loads it).
   detectFormat: async () => "unknown",
   readGguf: noFiles,

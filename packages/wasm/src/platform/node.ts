@@ -1,11 +1,12 @@
 /** The Platform on Node (and runtimes with Node compatibility): node:fs, worker_threads, os. */
-import { mkdir, readFile, readdir, stat, writeFile } from "node:fs/promises";
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { readFileSync } from "node:fs";
 import { availableParallelism, totalmem } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { parentPort, Worker, workerData } from "node:worker_threads";
 import { detectFormat } from "@infer/core/node";
-import { readGguf, readGgufHeader, readSafetensorsModel } from "@infer/formats/node";
+import { InferenceError } from "@infer/core";
+import { readGguf, readGgufHeader, readSafetensorsModel, readWholeFile } from "@infer/formats/node";
 import type { KernelWorker, Platform } from "./types.js";
 
 /** Physical cores (SIMD kernels gain little from a core's second hardware thread). */
@@ -56,6 +57,19 @@ function startWorker(url: URL, setup: unknown): KernelWorker {
   };
 }
 
+async function writeAtomically(path: string, data: Uint8Array | string): Promise<void> {
+  const temp = `${path}.${process.pid}.tmp`;
+  try {
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(temp, data);
+    await rename(temp, path);
+  } catch (error) {
+    await rm(temp, { force: true });
+    const errno = error as NodeJS.ErrnoException;
+    throw new InferenceError("IO", `cannot write ${path}: ${errno.code ?? String(error)}`, { cause: error, details: { path } });
+  }
+}
+
 export const platform: Platform = {
   name: "node",
   readBinary: async (url) => new Uint8Array(await readFile(url)),
@@ -83,6 +97,8 @@ export const platform: Platform = {
       await writeFile(path, text);
     },
     list: (folder) => readdir(folder),
+    readBytes: readWholeFile,
+    writeAtomically,
     detectFormat,
     readGguf,
     readGgufHeader,

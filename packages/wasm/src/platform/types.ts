@@ -34,6 +34,13 @@ export interface PathFiles {
   /** Writes a text file, making its folder first (the testing helpers' random models). */
   writeText(path: string, text: string): Promise<void>;
   list(folder: string): Promise<string[]>;
+  /** A whole file's bytes; MODEL_NOT_FOUND naming it (as a `kind` file) when it is not there. */
+  readBytes(path: string, kind: string): Promise<Uint8Array>;
+  /**
+   * Writes a file so that a reader never sees half of it (a temporary name beside it, then a
+   * rename), making its folder first; IO naming the path when it cannot.
+   */
+  writeAtomically(path: string, data: Uint8Array | string): Promise<void>;
   /** What is at path by its content ("unknown" where nothing readable is). */
   detectFormat(path: string): Promise<ModelFormat>;
   readGguf(path: string, memory: { allocate?: BufferAllocator; release?: (view: Uint8Array) => void }): Promise<GgufFile>;

@@ -10,6 +10,7 @@ import { KVCache, type KVCacheType } from "./cache.js";
 import type { ModelConfig } from "./config.js";
 import { rmsNormRows, type ForwardContext, type QueryObserver } from "./layers.js";
 import { ForwardScratch } from "./scratch.js";
+import type { LinearAdapters, TrainableBlocks } from "./block-weights.js";
 
 export type { ModelConfig } from "./config.js";
 export type { QueryObserver } from "./layers.js";
@@ -25,6 +26,8 @@ export interface LoadedModel {
   output: WeightMatrix;
   /** Runs every decoder block over x [tokens, hiddenSize] in place. */
   runLayers(ctx: ForwardContext, x: Float32Array): void;
+  /** The blocks as training reads them; absent for architectures training does not cover yet. */
+  trainable?: TrainableBlocks;
 }
 
 export interface ForwardBatch {
@@ -47,6 +50,8 @@ export class Transformer {
   private logits: Float32Array = new Float32Array(0);
   private logitsMemory: Uint8Array | undefined;
   private peakLogitsBytes = 0;
+  /** LoRA deltas every forward adds to the linears they attach to (training sets them). */
+  adapters: LinearAdapters | undefined;
 
   constructor(
     readonly config: ModelConfig,
@@ -96,6 +101,7 @@ export class Transformer {
       seqIds: batch.seqIds,
       scratch: this.scratch,
       observeQueries,
+      adapters: this.adapters,
     };
     this.model.runLayers(ctx, x);
     for (const [seq, length] of newLengths) cache.setLength(seq, length);
@@ -129,6 +135,11 @@ export class Transformer {
       this.peakLogitsBytes = Math.max(this.peakLogitsBytes, this.logits.byteLength);
     }
     return this.logits;
+  }
+
+  /** The loaded weights, for training (which reads them and never writes). */
+  get weights(): LoadedModel {
+    return this.model;
   }
 
   /** Bytes this model holds besides its KV caches: weights, forward scratch and the logits buffer. */

@@ -12,6 +12,7 @@ import { tokenizerFromGgufMetadata } from "../tokenizer/gguf-vocab.js";
 import { loadHfTokenizer } from "../tokenizer/load.js";
 import { WASM_CAPABILITIES } from "./capabilities.js";
 import { WasmModel } from "./wasm-model.js";
+import { WasmTrainableModel } from "./trainable-model.js";
 
 /** Default sequence slots when `parallelSlots` is not given. */
 const DEFAULT_SLOTS = 4;
@@ -127,7 +128,8 @@ async function assemble(path: string, loaded: LoadedTransformer, loadOptions: Lo
   const parallelSlots = loadOptions.parallelSlots ?? DEFAULT_SLOTS;
   const kvType = kvCacheType(loadOptions, loaded);
   const contextLength = chooseContextLength(loaded, kvType, parallelSlots, loadOptions.contextLength);
-  return new WasmModel({
+  const Model = loaded.transformer.weights.trainable ? WasmTrainableModel : WasmModel;
+  return new Model({
     kvType,
     transformer: loaded.transformer,
     tokenizer,

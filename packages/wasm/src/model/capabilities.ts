@@ -15,7 +15,7 @@ export const WASM_CAPABILITIES: Readonly<CapabilityReport> = Object.freeze({
   grammar: "unsupported",
   speculative: "unsupported",
   "lora.inference": "planned",
-  "lora.training": "planned",
+  "lora.training": "supported",
   // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
   "probe.logits": "supported",
   "probe.attention": "supported",

@@ -1,0 +1,256 @@
+/**
+ * The training forward and backward of a llama-family model (llama, qwen2,
+ * qwen3): the forward keeps each block's activations, the backward walks
+ * them in reverse and adds the LoRA gradients. Base weights are frozen in
+ * their stored encoding; only the adapters get gradients.
+ */
+import type { Rng } from "@infer/core";
+import type { Kernels, WeightMatrix } from "../kernels/types.js";
+import { embeddingLookup } from "../kernels/dequant.js";
+import { applyRope } from "../kernels/ops.js";
+import type { ModelConfig } from "../engine/config.js";
+import type { LlamaBlockWeights } from "../engine/block-weights.js";
+import type { LoadedModel } from "../engine/transformer.js";
+import { attentionBackward, attentionForward, type AttentionShape, type AttentionWeights } from "./ops/attention.js";
+import { crossEntropy } from "./ops/cross-entropy.js";
+import { gatedBackward, gatedForward } from "./ops/gated-activation.js";
+import { frozenLinearBackward, frozenLinearForward } from "./ops/linear.js";
+import { rmsNormBackward, rmsNormForward } from "./ops/rms-norm.js";
+import { ropeBackward } from "./ops/rope.js";
+import type { LoraLinear } from "./lora-linear.js";
+import { like } from "./ops/buffers.js";
+
+/** Examples packed one after another, each its own causal sequence. */
+export interface PackedBatch {
+  /** [n] */
+  tokens: Int32Array;
+  /** [n] position within its example */
+  positions: Int32Array;
+  /** [n] index of its example's first token */
+  sequenceStart: Int32Array;
+  /** [n] the token row t predicts (the example's next token), −1 where none is counted */
+  targets: Int32Array;
+}
+
+/** The linears of a block that can carry an adapter, by their field in LlamaBlockWeights. */
+export type AdaptedLinear = "q" | "k" | "v" | "o" | "gate" | "up" | "down";
+
+export interface TrainingGraph {
+  config: ModelConfig;
+  kernels: Kernels;
+  head: Pick<LoadedModel, "embedding" | "outputNorm" | "output">;
+  blocks: readonly LlamaBlockWeights[];
+  inverseFrequencies: Float64Array;
+  /** Per block, the adapters on its linears. */
+  adapters: readonly Partial<Record<AdaptedLinear, LoraLinear>>[];
+  /** LoRA dropout rate in training (0 = none). */
+  dropout: number;
+  /** Draws the dropout masks. */
+  rng: Rng;
+  /** Run in float64 (gradient checks; the reference kernels only). */
+  float64?: boolean;
+}
+
+/** What one block's forward keeps for its backward. */
+interface BlockTape {
+  x: Float32Array;
+  h1: Float32Array;
+  inv1: Float64Array;
+  /** q and k before their per-head norms (qwen3), and those norms' 1 / rms. */
+  qRaw?: Float32Array;
+  kRaw?: Float32Array;
+  invQ?: Float64Array;
+  invK?: Float64Array;
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  weights: AttentionWeights;
+  attended: Float32Array;
+  x1: Float32Array;
+  h2: Float32Array;
+  inv2: Float64Array;
+  gate: Float32Array;
+  up: Float32Array;
+  mixed: Float32Array;
+}
+
+/** The loss summed over counted targets, and their count. */
+export interface LossSum {
+  sum: number;
+  count: number;
+}
+
+/**
+ * Runs the batch forward and returns its loss; with `backward`, adds the
+ * gradients of the mean loss (the sum / count) to every adapter's gradA/gradB.
+ */
+export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backward: boolean): LossSum {
+  const { config, head } = graph;
+  const n = batch.tokens.length;
+  const hidden = config.hiddenSize;
+  const x = new (graph.float64 ? Float64Array : Float32Array)(n * hidden) as Float32Array;
+  embeddingLookup(x, head.embedding, batch.tokens, config.embeddingScale);
+  const tapes: BlockTape[] = [];
+  let stream: Float32Array = x;
+  graph.blocks.forEach((block, i) => {
+    const tape = blockForward(graph, i, block, stream, batch);
+    tapes.push(tape);
+    stream = blockOutput(tape, graph, i, block, n);
+  });
+
+  // The head over the rows that predict a counted target.
+  const rows: number[] = [];
+  for (let t = 0; t < n; t++) if (batch.targets[t]! >= 0) rows.push(t);
+  const m = rows.length;
+  const selected = like(x, m * hidden);
+  rows.forEach((t, r) => selected.set(stream.subarray(t * hidden, (t + 1) * hidden), r * hidden));
+  const normed = like(x, m * hidden);
+  const invOut = rmsNormForward(normed, selected, head.outputNorm, m, hidden, config.rmsEps, config.normUnitOffset);
+  const logits = like(x, m * config.vocabSize);
+  frozenLinearForward(graph.kernels, logits, head.output, normed, m);
+  const targets = Int32Array.from(rows, (t) => batch.targets[t]!);
+  const dLogits = backward ? like(x, logits.length) : undefined;
+  const sum = crossEntropy(logits, targets, m, config.vocabSize, dLogits, m > 0 ? 1 / m : 0);
+  if (!backward || m === 0) return { sum, count: m };
+
+  const dNormed = like(x, m * hidden);
+  frozenLinearBackward(dNormed, head.output, dLogits!, m);
+  const dSelected = like(x, m * hidden);
+  rmsNormBackward(dSelected, dNormed, selected, head.outputNorm, invOut, m, hidden, config.normUnitOffset);
+  let dx: Float32Array = like(x, n * hidden);
+  rows.forEach((t, r) => dx.set(dSelected.subarray(r * hidden, (r + 1) * hidden), t * hidden));
+  for (let i = graph.blocks.length - 1; i >= 0; i--) dx = blockBackward(graph, i, graph.blocks[i]!, tapes[i]!, dx, batch);
+  return { sum, count: m };
+}
+
+/** A frozen linear (+ bias) plus its adapter when it has one. */
+function linearForward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, x: Float32Array, n: number, bias?: Float32Array): Float32Array {
+  const out = like(x, n * w.rows);
+  frozenLinearForward(graph.kernels, out, w, x, n, bias);
+  graph.adapters[i]?.[name]?.forward(out, x, n, graph.dropout, graph.rng);
+  return out;
+}
+
+function linearBackward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, dx: Float32Array, dy: Float32Array, n: number): void {
+  frozenLinearBackward(dx, w, dy, n);
+  graph.adapters[i]?.[name]?.backward(dx, dy, n);
+}
+
+function attentionShape(graph: TrainingGraph, i: number, batch: PackedBatch): AttentionShape {
+  const { numHeads, numKVHeads, headDim, attentionScale, layerWindows } = graph.config;
+  return {
+    tokens: batch.tokens.length,
+    numHeads,
+    numKVHeads,
+    headDim,
+    sequenceStart: batch.sequenceStart,
+    scale: attentionScale,
+    window: layerWindows[i]!,
+  };
+}
+
+function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights, x: Float32Array, batch: PackedBatch): BlockTape {
+  const { config } = graph;
+  const { hiddenSize: hidden, numHeads, numKVHeads, headDim, rmsEps, normUnitOffset, ropeMode } = config;
+  const n = batch.tokens.length;
+  const h1 = like(x, n * hidden);
+  const inv1 = rmsNormForward(h1, x, block.attnNorm, n, hidden, rmsEps, normUnitOffset);
+  const qRaw = linearForward(graph, i, "q", block.q, h1, n, block.qBias);
+  const kRaw = linearForward(graph, i, "k", block.k, h1, n, block.kBias);
+  const v = linearForward(graph, i, "v", block.v, h1, n, block.vBias);
+  let q = qRaw;
+  let k = kRaw;
+  let invQ: Float64Array | undefined;
+  let invK: Float64Array | undefined;
+  if (block.qNorm) {
+    q = like(x, qRaw.length);
+    invQ = rmsNormForward(q, qRaw, block.qNorm, n * numHeads, headDim, rmsEps, normUnitOffset);
+  } else q = qRaw.slice();
+  if (block.kNorm) {
+    k = like(x, kRaw.length);
+    invK = rmsNormForward(k, kRaw, block.kNorm, n * numKVHeads, headDim, rmsEps, normUnitOffset);
+  } else k = kRaw.slice();
+  applyRope(q, n, numHeads, headDim, batch.positions, graph.inverseFrequencies, ropeMode);
+  applyRope(k, n, numKVHeads, headDim, batch.positions, graph.inverseFrequencies, ropeMode);
+  const attended = like(x, n * numHeads * headDim);
+  const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch));
+  const o = linearForward(graph, i, "o", block.o, attended, n, block.oBias);
+  const x1 = like(x, n * hidden);
+  for (let j = 0; j < x1.length; j++) x1[j] = x[j]! + o[j]!;
+  const h2 = like(x, n * hidden);
+  const inv2 = rmsNormForward(h2, x1, block.ffnNorm, n, hidden, rmsEps, normUnitOffset);
+  const gate = linearForward(graph, i, "gate", block.gate, h2, n);
+  const up = linearForward(graph, i, "up", block.up, h2, n);
+  const mixed = like(x, gate.length);
+  gatedForward(mixed, gate, up, gate.length, config.activation);
+  return {
+    x,
+    h1,
+    inv1,
+    qRaw: block.qNorm ? qRaw : undefined,
+    kRaw: block.kNorm ? kRaw : undefined,
+    invQ,
+    invK,
+    q,
+    k,
+    v,
+    weights,
+    attended,
+    x1,
+    h2,
+    inv2,
+    gate,
+    up,
+    mixed,
+  };
+}
+
+/** The block's output x1 + down(mixed); the down projection's output is not kept. */
+function blockOutput(tape: BlockTape, graph: TrainingGraph, i: number, block: LlamaBlockWeights, n: number): Float32Array {
+  const down = linearForward(graph, i, "down", block.down, tape.mixed, n);
+  for (let j = 0; j < down.length; j++) down[j] = down[j]! + tape.x1[j]!;
+  return down;
+}
+
+/** Given the gradient of the block's output, returns that of its input (and adds the adapters' gradients). */
+function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights, tape: BlockTape, dOut: Float32Array, batch: PackedBatch): Float32Array {
+  const { config } = graph;
+  const { hiddenSize: hidden, numHeads, numKVHeads, headDim, normUnitOffset, ropeMode } = config;
+  const n = batch.tokens.length;
+  // MLP: dx1 = dOut + the MLP's input gradient through the norm.
+  const dMixed = like(dOut, tape.mixed.length);
+  linearBackward(graph, i, "down", block.down, dMixed, dOut, n);
+  const dGate = like(dOut, tape.gate.length);
+  const dUp = like(dOut, tape.up.length);
+  gatedBackward(dGate, dUp, dMixed, tape.gate, tape.up, tape.gate.length, config.activation);
+  const dH2 = like(dOut, n * hidden);
+  linearBackward(graph, i, "gate", block.gate, dH2, dGate, n);
+  linearBackward(graph, i, "up", block.up, dH2, dUp, n);
+  const dX1 = dOut.slice();
+  rmsNormBackward(dX1, dH2, tape.x1, block.ffnNorm, tape.inv2, n, hidden, normUnitOffset);
+
+  // Attention: dx = dx1 + the attention's input gradient through the norm.
+  const dAttended = like(dOut, tape.attended.length);
+  linearBackward(graph, i, "o", block.o, dAttended, dX1, n);
+  const dq = like(dOut, tape.q.length);
+  const dk = like(dOut, tape.k.length);
+  const dv = like(dOut, tape.v.length);
+  attentionBackward(dq, dk, dv, dAttended, tape.q, tape.k, tape.v, tape.weights, attentionShape(graph, i, batch));
+  ropeBackward(dq, n, numHeads, headDim, batch.positions, graph.inverseFrequencies, ropeMode);
+  ropeBackward(dk, n, numKVHeads, headDim, batch.positions, graph.inverseFrequencies, ropeMode);
+  const dqRaw = block.qNorm ? headNormBackward(dq, tape.qRaw!, block.qNorm, tape.invQ!, n * numHeads, headDim, normUnitOffset) : dq;
+  const dkRaw = block.kNorm ? headNormBackward(dk, tape.kRaw!, block.kNorm, tape.invK!, n * numKVHeads, headDim, normUnitOffset) : dk;
+  const dH1 = like(dOut, n * hidden);
+  linearBackward(graph, i, "q", block.q, dH1, dqRaw, n);
+  linearBackward(graph, i, "k", block.k, dH1, dkRaw, n);
+  linearBackward(graph, i, "v", block.v, dH1, dv, n);
+  const dX = dX1;
+  rmsNormBackward(dX, dH1, tape.x, block.attnNorm, tape.inv1, n, hidden, normUnitOffset);
+  return dX;
+}
+
+function headNormBackward(dy: Float32Array, x: Float32Array, weight: Float32Array, inverse: Float64Array, rows: number, dim: number, unitOffset: number): Float32Array {
+  const dx = like(dy, dy.length);
+  rmsNormBackward(dx, dy, x, weight, inverse, rows, dim, unitOffset);
+  return dx;
+}

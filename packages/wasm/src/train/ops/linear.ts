@@ -1,0 +1,94 @@
+/**
+ * Linear layers, forward and backward. A frozen base matrix stays in its
+ * stored encoding (F32, F16, BF16, Q8_0, K-quants, the kernels' interleaved
+ * layouts): the forward runs it through the kernels' matmul, the backward
+ * dequantizes one row at a time. Dense float32 matrices (LoRA's A and B) are
+ * trained, so their backward also gives the weight gradient. Sums run in float64.
+ */
+import { GgmlType } from "@infer/formats";
+import type { Kernels, WeightMatrix } from "../../kernels/types.js";
+import { dequantizeMatrixRow, float32View } from "../../kernels/dequant.js";
+
+/** out [n, w.rows] = x [n, w.cols] · wᵀ (+ bias [w.rows]). */
+export function frozenLinearForward(kernels: Kernels, out: Float32Array, w: WeightMatrix, x: Float32Array, n: number, bias?: Float32Array): void {
+  kernels.matmul(out, w, x, n);
+  if (bias) addRows(out, bias, n);
+}
+
+/** dx [n, w.cols] += dy [n, w.rows] · w (the gradient of a frozen linear's input). */
+export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number): void {
+  const { rows, cols } = w;
+  const f32 = w.type === GgmlType.F32 ? float32View(w) : undefined;
+  const row = new Float32Array(cols); // one dequantized row
+  const acc = new Float64Array(n * cols); // [n, cols]
+  for (let r = 0; r < rows; r++) {
+    if (f32) row.set(f32.subarray(r * cols, (r + 1) * cols));
+    else dequantizeMatrixRow(w, r, row);
+    for (let b = 0; b < n; b++) {
+      const g = dy[b * rows + r]!;
+      if (g === 0) continue;
+      const base = b * cols;
+      for (let c = 0; c < cols; c++) acc[base + c] += g * row[c]!;
+    }
+  }
+  for (let i = 0; i < n * cols; i++) dx[i] = dx[i]! + acc[i]!;
+}
+
+/** out [n, rows] = x [n, cols] · wᵀ for a dense w [rows, cols]. */
+export function denseForward(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, n: number): void {
+  for (let b = 0; b < n; b++) {
+    const xBase = b * cols;
+    for (let r = 0; r < rows; r++) {
+      const wBase = r * cols;
+      let sum = 0;
+      for (let c = 0; c < cols; c++) sum += w[wBase + c]! * x[xBase + c]!;
+      out[b * rows + r] = sum;
+    }
+  }
+}
+
+/**
+ * Backward of denseForward: dw [rows, cols] += dyᵀ · x, and dx [n, cols] += dy · w
+ * when dx is given.
+ */
+export function denseBackward(
+  dw: Float32Array,
+  dx: Float32Array | undefined,
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  x: Float32Array,
+  dy: Float32Array,
+  n: number,
+): void {
+  const acc = new Float64Array(cols);
+  for (let r = 0; r < rows; r++) {
+    acc.fill(0);
+    for (let b = 0; b < n; b++) {
+      const g = dy[b * rows + r]!;
+      if (g === 0) continue;
+      const xBase = b * cols;
+      for (let c = 0; c < cols; c++) acc[c] += g * x[xBase + c]!;
+    }
+    const wBase = r * cols;
+    for (let c = 0; c < cols; c++) dw[wBase + c] = dw[wBase + c]! + acc[c]!;
+  }
+  if (!dx) return;
+  for (let b = 0; b < n; b++) {
+    acc.fill(0);
+    for (let r = 0; r < rows; r++) {
+      const g = dy[b * rows + r]!;
+      if (g === 0) continue;
+      const wBase = r * cols;
+      for (let c = 0; c < cols; c++) acc[c] += g * w[wBase + c]!;
+    }
+    const xBase = b * cols;
+    for (let c = 0; c < cols; c++) dx[xBase + c] = dx[xBase + c]! + acc[c]!;
+  }
+}
+
+/** x[r, :] += bias for r < rows. */
+export function addRows(x: Float32Array, bias: Float32Array, rows: number): void {
+  const dim = bias.length;
+  for (let r = 0; r < rows; r++) for (let i = 0; i < dim; i++) x[r * dim + i] = x[r * dim + i]! + bias[i]!;
+}

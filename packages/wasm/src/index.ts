@@ -8,6 +8,8 @@ export { WasmTrainableModel } from "./model/trainable-model.js";
 export { loadTokenizer, StreamDecoder, renderChat, type Tokenizer } from "./tokenizer/index.js";
 export { Transformer, KVCache, type KVCacheType, type ForwardBatch, type ModelConfig } from "./engine/transformer.js";
 export { loadTransformer } from "./load/load.js";
+export * as lora from "./lora/index.js";
+export type { LoraAdapter, LoraPair } from "./lora/index.js";
 export { referenceKernels } from "./kernels/reference.js";
 export { createWasmKernels, relaxedSimdSupported, type WasmKernelOptions } from "./kernels/wasm/index.js";
 // Weight matrices are typed by @infer/formats' GgmlType, or by the kernels' own layouts.

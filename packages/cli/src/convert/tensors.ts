@@ -1,5 +1,6 @@
 import { InferenceError } from "@infer/core";
 import { GgmlType, fileTypeId, typeName } from "@infer/formats";
+import { lora } from "@infer/wasm";
 import type { ArchPlan } from "./config.js";
 
 /** Hugging Face names of one decoder layer's tensors -> llama.cpp's. */
@@ -38,27 +39,8 @@ export function ggufName(hfName: string, layers: number): string | undefined {
   throw new InferenceError("UNSUPPORTED", `tensor '${hfName}' has no GGUF counterpart in this converter`, { details: { tensor: hfName } });
 }
 
-/**
- * Reorders the rows of a q or k projection [heads * headDim, cols] from
- * split-half rotary pairs (row r pairs with r + headDim/2) to interleaved
- * ones (row 2i pairs with 2i + 1), head by head.
- */
-export function permuteRotaryRows(values: Float32Array, heads: number, cols: number): Float32Array {
-  const rows = values.length / cols;
-  const headDim = rows / heads;
-  const half = headDim / 2;
-  const out = new Float32Array(values.length);
-  for (let h = 0; h < heads; h++) {
-    for (let i = 0; i < half; i++) {
-      for (let s = 0; s < 2; s++) {
-        const from = h * headDim + s * half + i;
-        const to = h * headDim + 2 * i + s;
-        out.set(values.subarray(from * cols, (from + 1) * cols), to * cols);
-      }
-    }
-  }
-  return out;
-}
+/** The converter permutes q/k rows as LoRA adapters' B rows are permuted: one implementation, the engine's. */
+export const permuteRotaryRows = lora.permuteRotaryRows;
 
 export const OUTPUT_TYPES = { f32: GgmlType.F32, f16: GgmlType.F16, q8_0: GgmlType.Q8_0, q4_0: GgmlType.Q4_0 } as const;
 export type OutputType = keyof typeof OUTPUT_TYPES;

@@ -29,14 +29,3 @@ export interface TrainableBlocks {
   /** Inverse RoPE frequencies of every block, [rotaryDim / 2]. */
   inverseFrequencies: Float64Array;
 }
-
-/**
- * A low-rank delta added to a frozen linear's output (a LoRA adapter):
- * out [tokens, w.rows] += delta(x [tokens, w.cols]).
- */
-export interface LinearAdapter {
-  addDelta(out: Float32Array, x: Float32Array, tokens: number): void;
-}
-
-/** Adapters by the frozen matrix they attach to. */
-export type LinearAdapters = ReadonlyMap<WeightMatrix, LinearAdapter>;

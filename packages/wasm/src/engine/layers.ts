@@ -21,7 +21,7 @@ import { addBias, addInPlace, applyRope, gatedActivation, rmsNorm, type Activati
 import type { KVCache } from "./cache.js";
 import type { ModelConfig } from "./config.js";
 import type { ForwardScratch } from "./scratch.js";
-import type { LinearAdapters } from "./block-weights.js";
+import { addLoraDelta, type LoraDeltas } from "./lora.js";
 
 /** What one forward call's layers share. */
 export interface ForwardContext {
@@ -39,8 +39,8 @@ export interface ForwardContext {
   scratch: ForwardScratch;
   /** Sees each layer's rotated queries once the batch's keys are cached (attention probes). */
   observeQueries?: QueryObserver;
-  /** LoRA deltas added to the outputs of the linears they attach to. */
-  adapters?: LinearAdapters;
+  /** LoRA deltas by base matrix (lora.ts): projections add B' (A x) for the matrices that have one. */
+  lora?: LoraDeltas;
 }
 
 /** q: [tokens, numHeads, headDim] after RoPE, valid only during the call; window: the layer's (0 = full). */
@@ -50,7 +50,7 @@ export type QueryObserver = (layer: number, q: Float32Array, window: number) => 
 export function linear(ctx: ForwardContext, w: WeightMatrix, x: Float32Array, bias?: Float32Array): Float32Array {
   const out = ctx.scratch.floats(ctx.tokens * w.rows);
   ctx.kernels.matmul(out, w, x, ctx.tokens);
-  ctx.adapters?.get(w)?.addDelta(out, x, ctx.tokens);
+  addLoraDelta(ctx, out, w, x);
   if (bias) biasAdd(ctx.kernels, out, bias, ctx.tokens);
   return out;
 }
@@ -68,7 +68,7 @@ export function projections(
 ): Float32Array[] {
   const outs = ws.map((w) => ctx.scratch.floats(ctx.tokens * w.rows));
   matmulMany(ctx, outs, ws, x);
-  ws.forEach((w, i) => ctx.adapters?.get(w)?.addDelta(outs[i]!, x, ctx.tokens));
+  ws.forEach((w, i) => addLoraDelta(ctx, outs[i]!, w, x));
   biases.forEach((bias, i) => bias && biasAdd(ctx.kernels, outs[i]!, bias, ctx.tokens));
   return outs;
 }
@@ -199,15 +199,15 @@ export function gatedMlp(
   activation: Activation,
 ): Float32Array {
   const g = ctx.scratch.floats(ctx.tokens * gate.rows); // [tokens, ffn]
-  const adapted = ctx.adapters?.has(gate) === true || ctx.adapters?.has(up) === true;
-  if (ctx.kernels.matmulGated && !adapted) {
+  // The fused kernel applies the activation before a LoRA delta could be added to gate or up.
+  if (ctx.kernels.matmulGated && !ctx.lora?.has(gate) && !ctx.lora?.has(up)) {
     // Gate, up and the activation in one kernel call: one thread wake-up, no second pass over g.
     ctx.kernels.matmulGated(g, gate, up, x, ctx.tokens, activation);
   } else {
     const u = ctx.scratch.floats(ctx.tokens * up.rows); // [tokens, ffn]
     matmulMany(ctx, [g, u], [gate, up], x);
-    ctx.adapters?.get(gate)?.addDelta(g, x, ctx.tokens);
-    ctx.adapters?.get(up)?.addDelta(u, x, ctx.tokens);
+    addLoraDelta(ctx, g, gate, x);
+    addLoraDelta(ctx, u, up, x);
     gatedActivation(g, g, u, g.length, activation);
   }
   return linear(ctx, down, g);

@@ -10,7 +10,8 @@ import { KVCache, type KVCacheType } from "./cache.js";
 import type { ModelConfig } from "./config.js";
 import { rmsNormRows, type ForwardContext, type QueryObserver } from "./layers.js";
 import { ForwardScratch } from "./scratch.js";
-import type { LinearAdapters, TrainableBlocks } from "./block-weights.js";
+import type { LoraDeltas } from "./lora.js";
+import type { TrainableBlocks } from "./block-weights.js";
 
 export type { ModelConfig } from "./config.js";
 export type { QueryObserver } from "./layers.js";
@@ -50,8 +51,8 @@ export class Transformer {
   private logits: Float32Array = new Float32Array(0);
   private logitsMemory: Uint8Array | undefined;
   private peakLogitsBytes = 0;
-  /** LoRA deltas every forward adds to the linears they attach to (training sets them). */
-  adapters: LinearAdapters | undefined;
+  /** A LoRA adapter's deltas, added to the projections they adapt (lora.ts); undefined runs the base alone. */
+  lora: LoraDeltas | undefined;
 
   constructor(
     readonly config: ModelConfig,
@@ -101,7 +102,7 @@ export class Transformer {
       seqIds: batch.seqIds,
       scratch: this.scratch,
       observeQueries,
-      adapters: this.adapters,
+      lora: this.lora,
     };
     this.model.runLayers(ctx, x);
     for (const [seq, length] of newLengths) cache.setLength(seq, length);

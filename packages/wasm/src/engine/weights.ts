@@ -43,6 +43,8 @@ export class WeightSource {
   private readonly requantized = new Map<StoredTensor, WeightMatrix>();
   /** Matrices in the kernels' layout, by stored tensor. */
   private readonly prepared = new Map<StoredTensor, WeightMatrix>();
+  /** The matrices handed out, by the GGUF-style name asked for: what a LoRA adapter's pairs attach to. */
+  private readonly byName = new Map<string, WeightMatrix>();
 
   constructor(
     /** The file (or folder) the tensors come from, named in errors. */
@@ -68,6 +70,17 @@ export class WeightSource {
    * needed), or in the kernels' layout of it (WeightOptions.prepare).
    */
   matrix(name: string, rows: number, cols: number): WeightMatrix {
+    const matrix = this.storedMatrix(name, rows, cols);
+    this.byName.set(name, matrix);
+    return matrix;
+  }
+
+  /** Every matrix handed out so far, by GGUF-style name (the objects the architecture's blocks hold). */
+  get matrices(): ReadonlyMap<string, WeightMatrix> {
+    return this.byName;
+  }
+
+  private storedMatrix(name: string, rows: number, cols: number): WeightMatrix {
     const tensor = this.get(name, [rows, cols]);
     const done = this.prepared.get(tensor);
     if (done) return done;

@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { InferenceError, isInferenceError } from "@infer/core";
 import { GgmlType, type GgufFile, GgufValueType, describeTensorType } from "@infer/formats";
 import { readGguf, type FileBufferAllocator } from "@infer/formats/node";
-import type { Kernels } from "../kernels/types.js";
+import type { Kernels, WeightMatrix } from "../kernels/types.js";
 import { findArchitecture } from "../arch/registry.js";
 import { ConfigReader, type ModelConfig } from "../engine/config.js";
 import { WeightSource, type StoredTensor, type WeightOptions } from "../engine/weights.js";
@@ -30,6 +30,8 @@ export interface LoadedTransformer {
   /** Block size of the dominant matrix type; 0 for unquantized floats. */
   quantGroup: number;
   metadata: LoadedMetadata;
+  /** The weight matrices the blocks hold, by GGUF-style name ("blk.0.attn_q.weight"): where adapters attach. */
+  matrices: ReadonlyMap<string, WeightMatrix>;
 }
 
 /** Loads a .gguf file, or a folder (or a file in it) with config.json and *.safetensors. */
@@ -185,6 +187,7 @@ function finish(
     quantBits: quant?.bits ?? 0,
     quantGroup: quant?.group ?? 0,
     metadata,
+    matrices: source.matrices,
   };
 }
 

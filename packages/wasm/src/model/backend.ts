@@ -13,6 +13,7 @@ import { loadHfTokenizer } from "../tokenizer/load.js";
 import { WASM_CAPABILITIES } from "./capabilities.js";
 import { WasmModel } from "./wasm-model.js";
 import { WasmTrainableModel } from "./trainable-model.js";
+import { baseModelWarning, loraDeltas, readLoraAdapter } from "../lora/index.js";
 
 /** Default sequence slots when `parallelSlots` is not given. */
 const DEFAULT_SLOTS = 4;
@@ -88,7 +89,8 @@ export async function loadWasmModel(path: string, options: WasmLoadOptions = {})
     throw error;
   }
   try {
-    return await assemble(path, loaded, loadOptions, ownsKernels);
+    const warnings = loadOptions.adapterPath === undefined ? [] : await applyAdapter(loadOptions.adapterPath, path, loaded);
+    return await assemble(path, loaded, loadOptions, ownsKernels, warnings);
   } catch (error) {
     await (ownsKernels ? loaded.transformer.dispose() : loaded.transformer.releaseMemory());
     throw error;
@@ -111,7 +113,21 @@ async function defaultKernels(threads: number | undefined): Promise<Kernels> {
   return createWasmKernels({ threads, relaxedSimd });
 }
 
-async function assemble(path: string, loaded: LoadedTransformer, loadOptions: LoadOptions, ownsKernels: boolean): Promise<TextModel> {
+/** Reads LoadOptions.adapterPath and adds its deltas to the model's projections; returns the warnings for ModelInfo. */
+async function applyAdapter(adapterPath: string, path: string, loaded: LoadedTransformer): Promise<string[]> {
+  const adapter = await readLoraAdapter(adapterPath);
+  loaded.transformer.lora = loraDeltas(adapter, { config: loaded.transformer.config, format: loaded.format, matrices: loaded.matrices });
+  const warning = baseModelWarning(adapter, path);
+  return warning === undefined ? [] : [warning];
+}
+
+async function assemble(
+  path: string,
+  loaded: LoadedTransformer,
+  loadOptions: LoadOptions,
+  ownsKernels: boolean,
+  adapterWarnings: string[],
+): Promise<TextModel> {
   // A GGUF's vocabulary comes from the metadata already parsed: the file is read once.
   const tokenizer =
     loaded.metadata.format === "gguf"
@@ -148,7 +164,7 @@ async function assemble(path: string, loaded: LoadedTransformer, loadOptions: Lo
       format: loaded.format,
       parameters: loaded.transformer.parameterCount,
       trainedContextLength: config.contextLength,
-      warnings: contextLengthWarnings(contextLength, config.contextLength),
+      warnings: [...contextLengthWarnings(contextLength, config.contextLength), ...adapterWarnings],
     },
     // Kernels the model made are its own to stop; a caller's are only handed their memory back.
     dispose: async () => {
@@ -211,11 +227,6 @@ function gib(bytes: number): string {
 }
 
 function rejectUnsupported(options: LoadOptions): void {
-  if (options.adapterPath !== undefined) {
-    throw new InferenceError("UNSUPPORTED", "backend wasm cannot apply LoRA adapters yet (adapterPath)", {
-      details: { option: "adapterPath" },
-    });
-  }
   if (options.draftModel !== undefined) {
     throw new InferenceError("UNSUPPORTED", "backend wasm has no speculative decoding (draftModel)", {
       details: { option: "draftModel" },

@@ -14,7 +14,9 @@ export const WASM_CAPABILITIES: Readonly<CapabilityReport> = Object.freeze({
   embeddings: "unsupported",
   grammar: "unsupported",
   speculative: "unsupported",
-  "lora.inference": "planned",
+  // With adapterPath at load: a PEFT folder or a GGUF LoRA file.
+  "lora.inference": "supported",
+  // llama, qwen2 and qwen3 models (their models implement TrainableModel).
   "lora.training": "supported",
   // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
   "probe.logits": "supported",

@@ -11,7 +11,7 @@ export class WasmTrainableModel extends WasmModel implements TrainableModel {
 
   constructor(parts: WasmModelParts) {
     super(parts);
-    this.trainer = new LoraTrainer(parts.transformer);
+    this.trainer = new LoraTrainer(parts.transformer, parts.info.format === "gguf" ? "gguf" : "safetensors");
   }
 
   get numLayers(): number {

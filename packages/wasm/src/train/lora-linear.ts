@@ -4,7 +4,6 @@
  * kaiming_uniform_(a = √5): bounds ±1/√in), B [out, rank] zero, scale = alpha / rank.
  */
 import type { Rng } from "@infer/core";
-import type { LinearAdapter } from "../engine/block-weights.js";
 import { denseBackward, denseForward } from "./ops/linear.js";
 import { like } from "./ops/buffers.js";
 
@@ -18,7 +17,7 @@ interface Tape {
   u: Float32Array;
 }
 
-export class LoraLinear implements LinearAdapter {
+export class LoraLinear {
   /** [rank, inFeatures] */
   readonly a: Float32Array;
   /** [outFeatures, rank] */
@@ -45,14 +44,7 @@ export class LoraLinear implements LinearAdapter {
     this.gradB = new Float32Array(this.b.length);
   }
 
-  /** The inference delta, no dropout: out [tokens, out] += scale · (x Aᵀ) Bᵀ. */
-  addDelta(out: Float32Array, x: Float32Array, tokens: number): void {
-    const u = like(x, tokens * this.rank);
-    denseForward(u, this.a, this.rank, this.inFeatures, x, tokens);
-    this.addUp(out, u, tokens);
-  }
-
-  /** The training forward: as addDelta with dropout (rate `dropout`, drawn from rng), keeping what backward needs. */
+  /** out [tokens, out] += scale · B · A · dropout(x) (rate `dropout`, drawn from rng), keeping what backward needs. */
   forward(out: Float32Array, x: Float32Array, tokens: number, dropout: number, rng: Rng): void {
     let input = x;
     let mask: Float32Array | undefined;

@@ -14,8 +14,11 @@ import {
   type TrainStepResult,
 } from "@infer/core";
 import type { WeightMatrix } from "../kernels/types.js";
-import type { LinearAdapter, TrainableBlocks } from "../engine/block-weights.js";
+import type { TrainableBlocks } from "../engine/block-weights.js";
+import type { ModelConfig } from "../engine/config.js";
+import type { LoraDeltas } from "../engine/lora.js";
 import type { Transformer } from "../engine/transformer.js";
+import { baseWeightName, inLayout, loraDeltas, writePeftFolder, type LoraAdapter, type LoraModule } from "../lora/index.js";
 import { ADAMW_DEFAULTS, type AdamWSettings, AdamWState } from "./adamw.js";
 import { lossAndGradients, type AdaptedLinear, type TrainingGraph } from "./llama-graph.js";
 import { LoraLinear } from "./lora-linear.js";
@@ -47,7 +50,8 @@ export class TrainedAdapter {
 
   constructor(
     readonly config: LoRAConfig,
-    trainable: TrainableBlocks,
+    private readonly trainable: TrainableBlocks,
+    private readonly model: { config: ModelConfig; format: "gguf" | "safetensors" },
   ) {
     const seed = config.seed ?? DEFAULT_SEED;
     const init = new Rng(seed);
@@ -69,29 +73,57 @@ export class TrainedAdapter {
     this.optimizer = this.linears.flatMap((l) => [new AdamWState(l.a, l.gradA), new AdamWState(l.b, l.gradB)]);
   }
 
-  /** Writes a PEFT folder: adapter_config.json and adapter_model.safetensors. */
+  /** Writes a PEFT folder (adapter_config.json, adapter_model.safetensors), q/k rows in Hugging Face order. */
   async save(dir: string): Promise<void> {
-    throw new InferenceError("UNSUPPORTED", `saving adapters is not wired yet (${dir})`);
+    const { architecture } = this.model.config;
+    await writePeftFolder(dir, inLayout(this.snapshot(), "hf", architecture, this.model.config));
+  }
+
+  /** The adapter's current values as a LoRA adapter of lora/, in the base's q/k row order. */
+  snapshot(): LoraAdapter {
+    return {
+      ...this.config,
+      targetModules: [...this.config.targetModules] as LoraModule[],
+      useRslora: false,
+      layout: this.model.format === "gguf" ? "gguf" : "hf",
+      pairs: this.linears.map((l) => ({
+        layer: l.layer,
+        module: l.module as LoraModule,
+        rank: l.rank,
+        inFeatures: l.inFeatures,
+        outFeatures: l.outFeatures,
+        a: l.a.slice(),
+        b: l.b.slice(),
+      })),
+      source: "the adapter in training",
+    };
+  }
+
+  /** The deltas the forward adds (copies: the kernels may keep a matrix they have seen, so each update makes new ones). */
+  deltas(): LoraDeltas {
+    const matrices = new Map<string, WeightMatrix>();
+    this.perBlock.forEach((adapters, i) => {
+      for (const [field, linear] of Object.entries(adapters) as [AdaptedLinear, LoraLinear][]) {
+        matrices.set(baseWeightName(i, linear.module as LoraModule), this.trainable.blocks[i]![field]);
+      }
+    });
+    return loraDeltas(this.snapshot(), { config: this.model.config, format: this.model.format, matrices });
   }
 
   get totalParams(): number {
     return this.linears.reduce((sum, l) => sum + l.parameterCount, 0);
   }
 
-  /** The adapters by the frozen matrix each attaches to, as the forward looks them up. */
-  byMatrix(trainable: TrainableBlocks): Map<WeightMatrix, LinearAdapter> {
-    const map = new Map<WeightMatrix, LinearAdapter>();
-    this.perBlock.forEach((adapters, i) => {
-      for (const [field, linear] of Object.entries(adapters) as [AdaptedLinear, LoraLinear][]) map.set(trainable.blocks[i]![field], linear);
-    });
-    return map;
-  }
 }
 
 export class LoraTrainer {
   private adapter: TrainedAdapter | undefined;
 
-  constructor(private readonly transformer: Transformer) {}
+  constructor(
+    private readonly transformer: Transformer,
+    /** The base's file format: a GGUF llama's q/k rows are permuted, and adapters follow its order. */
+    private readonly format: "gguf" | "safetensors",
+  ) {}
 
   /** The adapter applied last, if any. */
   get current(): TrainedAdapter | undefined {
@@ -102,9 +134,9 @@ export class LoraTrainer {
   apply(partial: Partial<LoRAConfig> = {}): TrainedAdapter {
     const trainable = this.trainable();
     const config = validateLoRAConfig({ ...defaultLoRAConfig(), ...partial }, this.transformer.config.architecture);
-    const adapter = new TrainedAdapter(config, trainable);
+    const adapter = new TrainedAdapter(config, trainable, { config: this.transformer.config, format: this.format });
     this.adapter = adapter;
-    this.transformer.adapters = adapter.byMatrix(trainable);
+    this.transformer.lora = adapter.deltas();
     return adapter;
   }
 
@@ -132,6 +164,7 @@ export class LoraTrainer {
     }
     adapter.steps = stepNumber;
     for (const state of adapter.optimizer) state.update(stepNumber, settings);
+    this.transformer.lora = adapter.deltas();
     return { loss, tokens: count };
   }
 

@@ -192,7 +192,7 @@ describe("bad input leaves the model usable", () => {
 test("load options the engine cannot honour fail with clear codes", async () => {
   const path = paths.get("llama")!;
   const cases: [object, string, string][] = [
-    [{ adapterPath: "/x" }, "UNSUPPORTED", "adapterPath"],
+    [{ adapterPath: "/x" }, "MODEL_NOT_FOUND", "LoRA adapter"],
     [{ draftModel: "/x" }, "UNSUPPORTED", "draftModel"],
     [{ gpuLayers: 5 }, "UNSUPPORTED", "gpuLayers"],
     [{ isolate: true }, "UNSUPPORTED", "isolate"],

@@ -61,8 +61,8 @@ describe("LoRA gradients of tiny random models against finite differences", () =
       const path = join(dir, c.name.replace(/\W+/g, "-"));
       if (c.layout === "gguf") await writeRandomGguf(`${path}.gguf`, { ...c.spec, type: c.type });
       else await writeRandomHf(path, c.spec);
-      const { transformer } = await loadTransformer(c.layout === "gguf" ? `${path}.gguf` : path, { kernels: referenceKernels });
-      const adapter = new LoraTrainer(transformer).apply({ rank: 2, alpha: 3, targetModules: ALL_MODULES, dropout: c.dropout ?? 0, seed: 9 });
+      const { transformer, format } = await loadTransformer(c.layout === "gguf" ? `${path}.gguf` : path, { kernels: referenceKernels });
+      const adapter = new LoraTrainer(transformer, format).apply({ rank: 2, alpha: 3, targetModules: ALL_MODULES, dropout: c.dropout ?? 0, seed: 9 });
       const fill = new Rng(11);
       for (const linear of adapter.linears) for (let i = 0; i < linear.b.length; i++) linear.b[i] = (fill.nextFloat() * 2 - 1) * 0.2;
       const packed = packBatch(BATCH, transformer.config.vocabSize);

@@ -49,8 +49,8 @@ function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
 describe("LoRA training against PyTorch + PEFT on tinystories-656k", { skip: existsSync(model) ? false : `no model at ${model}` }, () => {
   it("gives PEFT's loss, gradients and loss after one AdamW step", async () => {
     const fixture = JSON.parse(readFileSync(fixturePath, "utf8")) as Fixture;
-    const { transformer } = await loadTransformer(model, { kernels: referenceKernels });
-    const trainer = new LoraTrainer(transformer);
+    const { transformer, format } = await loadTransformer(model, { kernels: referenceKernels });
+    const trainer = new LoraTrainer(transformer, format);
     const adapter = trainer.apply({ rank: fixture.rank, alpha: fixture.alpha, targetModules: fixture.targetModules });
     for (const linear of adapter.linears) {
       initialValues(linear.a, linear.layer, linear.module, 1 / Math.sqrt(linear.inFeatures), 0);

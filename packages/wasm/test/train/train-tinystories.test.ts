@@ -8,7 +8,10 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { isInferenceError, loadTrainable, type ErrorCode, type TrainableModel } from "@infer/core";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { isInferenceError, loadModel, loadTrainable, type ErrorCode, type TrainableModel } from "@infer/core";
 import "../../src/index.js";
 
 const modelPath = fileURLToPath(new URL("../../../../../../shared/models/tinystories-656k", import.meta.url));
@@ -69,7 +72,7 @@ describe("LoRA training on tinystories-656k", { skip }, () => {
   });
 
   it("learns a new fact: the loss falls several times and greedy generation uses it", async () => {
-    model.applyLoRA({ rank: 8, alpha: 16, targetModules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], seed: 1 });
+    const adapter = model.applyLoRA({ rank: 8, alpha: 16, targetModules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], seed: 1 });
     const untrained = (await model.generateText(PROMPT, { maxTokens: 6, temperature: 0 })).text;
     assert.equal(untrained, baseline, "a fresh adapter (B = 0) changes nothing");
     assert.doesNotMatch(baseline, /Zorblat/);
@@ -80,5 +83,22 @@ describe("LoRA training on tinystories-656k", { skip }, () => {
     assert.ok(last < first / 3, `loss ${first.toFixed(3)} → ${last.toFixed(3)}`);
     const trained = (await model.generateText(PROMPT, { maxTokens: 6, temperature: 0 })).text;
     assert.match(trained, /Zorblat/, `after training: ${JSON.stringify(trained)}`);
+
+    // Saved as a PEFT folder and loaded back through adapterPath, it generates the same.
+    const dir = await mkdtemp(join(tmpdir(), "infer-train-"));
+    try {
+      await adapter.save(dir);
+      const config = JSON.parse(await readFile(join(dir, "adapter_config.json"), "utf8")) as Record<string, unknown>;
+      assert.equal(config.r, 8);
+      assert.equal(config.lora_alpha, 16);
+      const reloaded = await loadModel(modelPath, { backend: "wasm", threads: 1, contextLength: 64, parallelSlots: 1, adapterPath: dir });
+      try {
+        assert.equal((await reloaded.generateText(PROMPT, { maxTokens: 6, temperature: 0 })).text, trained);
+      } finally {
+        await reloaded.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -114,7 +114,7 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
   if (!backward || m === 0) return { sum, count: m };
 
   const dNormed = like(x, m * hidden);
-  frozenLinearBackward(dNormed, head.output, dLogits!, m);
+  frozenLinearBackward(dNormed, head.output, dLogits!, m, graph.kernels);
   const dSelected = like(x, m * hidden);
   rmsNormBackward(dSelected, dNormed, selected, head.outputNorm, invOut, m, hidden, config.normUnitOffset);
   let dx: Float32Array = like(x, n * hidden);
@@ -132,7 +132,7 @@ function linearForward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: 
 }
 
 function linearBackward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, dx: Float32Array, dy: Float32Array, n: number): void {
-  frozenLinearBackward(dx, w, dy, n);
+  frozenLinearBackward(dx, w, dy, n, graph.kernels);
   graph.adapters[i]?.[name]?.backward(dx, dy, n);
 }
 

@@ -15,8 +15,54 @@ export function frozenLinearForward(kernels: Kernels, out: Float32Array, w: Weig
   if (bias) addRows(out, bias, n);
 }
 
-/** dx [n, w.cols] += dy [n, w.rows] · w (the gradient of a frozen linear's input). */
-export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number): void {
+/** Element bytes of the float encodings a transpose keeps exactly. */
+const FLOAT_BYTES: ReadonlyMap<number, number> = new Map([
+  [GgmlType.F32, 4],
+  [GgmlType.F16, 2],
+  [GgmlType.BF16, 2],
+]);
+
+/** Transposed copies of float base matrices, made on their first backward and kept while the matrix lives. */
+const transposes = new WeakMap<WeightMatrix, WeightMatrix>();
+
+/**
+ * wᵀ [cols, rows] in w's own float encoding (the same values, moved), so the
+ * backward's dy · w runs as the kernels' matmul; undefined for block-quantized
+ * types, whose rows cannot be transposed without re-encoding them.
+ */
+function transposed(w: WeightMatrix): WeightMatrix | undefined {
+  const size = FLOAT_BYTES.get(w.type);
+  if (size === undefined) return undefined;
+  let t = transposes.get(w);
+  if (!t) {
+    const { rows, cols, data } = w;
+    const out = new Uint8Array(data.length);
+    for (let r = 0; r < rows; r++) {
+      for (let c = 0; c < cols; c++) {
+        const from = (r * cols + c) * size;
+        out.set(data.subarray(from, from + size), (c * rows + r) * size);
+      }
+    }
+    t = { type: w.type, rows: cols, cols: rows, data: out };
+    transposes.set(w, t);
+  }
+  return t;
+}
+
+/**
+ * dx [n, w.cols] += dy [n, w.rows] · w (the gradient of a frozen linear's
+ * input). A float base runs on the kernels as wᵀ (a transposed copy, made
+ * once: twice an F32 base's bytes while training); a block-quantized one stays
+ * as stored, dequantized a row at a time here (QLoRA's memory, not its speed).
+ */
+export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number, kernels?: Kernels): void {
+  const t = kernels ? transposed(w) : undefined;
+  if (kernels && t) {
+    const product = new (dx.constructor as Float32ArrayConstructor)(n * w.cols);
+    kernels.matmul(product, t, dy, n);
+    for (let i = 0; i < product.length; i++) dx[i] = dx[i]! + product[i]!;
+    return;
+  }
   const { rows, cols } = w;
   const f32 = w.type === GgmlType.F32 ? float32View(w) : undefined;
   const row = new Float32Array(cols); // one dequantized row

@@ -118,7 +118,7 @@ export function loadLlamaFamily(
     runLayers(ctx, x) {
       layers.forEach((layer, i) => llamaBlock(ctx, i, layer, x, rope));
     },
-    trainable: { blocks: layers, inverseFrequencies: rope },
+    trainable: { blocks: layers, ropeFrequencies: layers.map(() => rope) },
   };
 }
 

@@ -1,6 +1,7 @@
 /**
- * The weights of one llama-family decoder block (llama, qwen2, qwen3), named
- * here so the forward (arch/llama.ts) and training (train/) read the same ones.
+ * The weights of one llama-family decoder block (llama, qwen2, qwen3; Gemma 3
+ * with its post-norms), named here so the forward (arch/) and training
+ * (train/) read the same ones.
  */
 import type { WeightMatrix } from "../kernels/types.js";
 
@@ -17,15 +18,19 @@ export interface LlamaBlockWeights {
   oBias?: Float32Array; // [hidden]
   qNorm?: Float32Array; // [headDim]
   kNorm?: Float32Array; // [headDim]
+  /** Gemma 3: a norm of the attention's output before the residual add. */
+  postAttentionNorm?: Float32Array; // [hidden]
   ffnNorm: Float32Array; // [hidden]
   gate: WeightMatrix; // [ffn, hidden]
   up: WeightMatrix; // [ffn, hidden]
   down: WeightMatrix; // [hidden, ffn]
+  /** Gemma 3: a norm of the MLP's output before the residual add. */
+  postFfnNorm?: Float32Array; // [hidden]
 }
 
 /** What training needs of a loaded model beyond its head: the blocks and their RoPE frequencies. */
 export interface TrainableBlocks {
   blocks: readonly LlamaBlockWeights[];
-  /** Inverse RoPE frequencies of every block, [rotaryDim / 2]. */
-  inverseFrequencies: Float64Array;
+  /** Per block, its inverse RoPE frequencies, [rotaryDim / 2] (Gemma 3's sliding layers have their own). */
+  ropeFrequencies: readonly Float64Array[];
 }

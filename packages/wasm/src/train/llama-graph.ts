@@ -1,6 +1,6 @@
 /**
  * The training forward and backward of a llama-family model (llama, qwen2,
- * qwen3): the forward keeps each block's activations, the backward walks
+ * qwen3, and Gemma 3 with its post-norms): the forward keeps each block's activations, the backward walks
  * them in reverse and adds the LoRA gradients. Base weights are frozen in
  * their stored encoding; only the adapters get gradients.
  */
@@ -40,7 +40,8 @@ export interface TrainingGraph {
   kernels: Kernels;
   head: Pick<LoadedModel, "embedding" | "outputNorm" | "output">;
   blocks: readonly LlamaBlockWeights[];
-  inverseFrequencies: Float64Array;
+  /** Per block, its inverse RoPE frequencies. */
+  ropeFrequencies: readonly Float64Array[];
   /** Per block, the adapters on its linears. */
   adapters: readonly Partial<Record<AdaptedLinear, LoraLinear>>[];
   /** LoRA dropout rate in training (0 = none). */
@@ -66,12 +67,18 @@ interface BlockTape {
   v: Float32Array;
   weights: AttentionWeights;
   attended: Float32Array;
+  /** The attention's output projection and its post-norm's 1 / rms (Gemma 3's post-norm only). */
+  o?: Float32Array;
+  invO?: Float64Array;
   x1: Float32Array;
   h2: Float32Array;
   inv2: Float64Array;
   gate: Float32Array;
   up: Float32Array;
   mixed: Float32Array;
+  /** The MLP's output and its post-norm's 1 / rms (Gemma 3's post-norm only). */
+  down?: Float32Array;
+  invDown?: Float64Array;
 }
 
 /** The loss summed over counted targets, and their count. */
@@ -170,13 +177,15 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
     k = like(x, kRaw.length);
     invK = rmsNormForward(k, kRaw, block.kNorm, n * numKVHeads, headDim, rmsEps, normUnitOffset);
   } else k = kRaw.slice();
-  applyRope(q, n, numHeads, headDim, batch.positions, graph.inverseFrequencies, ropeMode);
-  applyRope(k, n, numKVHeads, headDim, batch.positions, graph.inverseFrequencies, ropeMode);
+  const frequencies = graph.ropeFrequencies[i]!;
+  applyRope(q, n, numHeads, headDim, batch.positions, frequencies, ropeMode);
+  applyRope(k, n, numKVHeads, headDim, batch.positions, frequencies, ropeMode);
   const attended = like(x, n * numHeads * headDim);
   const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch));
   const o = linearForward(graph, i, "o", block.o, attended, n, block.oBias);
+  const post = postNorm(o, block.postAttentionNorm, config, n);
   const x1 = like(x, n * hidden);
-  for (let j = 0; j < x1.length; j++) x1[j] = x[j]! + o[j]!;
+  for (let j = 0; j < x1.length; j++) x1[j] = x[j]! + post.out[j]!;
   const h2 = like(x, n * hidden);
   const inv2 = rmsNormForward(h2, x1, block.ffnNorm, n, hidden, rmsEps, normUnitOffset);
   const gate = linearForward(graph, i, "gate", block.gate, h2, n);
@@ -196,6 +205,8 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
     v,
     weights,
     attended,
+    o: block.postAttentionNorm ? o : undefined,
+    invO: post.inverse,
     x1,
     h2,
     inv2,
@@ -205,11 +216,33 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   };
 }
 
-/** The block's output x1 + down(mixed); the down projection's output is not kept. */
+/** y normed by a post-norm when the block has one (kept with its 1 / rms), else y itself. */
+function postNorm(y: Float32Array, weight: Float32Array | undefined, config: ModelConfig, n: number): { out: Float32Array; inverse?: Float64Array } {
+  if (!weight) return { out: y };
+  const out = like(y, y.length);
+  const inverse = rmsNormForward(out, y, weight, n, config.hiddenSize, config.rmsEps, config.normUnitOffset);
+  return { out, inverse };
+}
+
+/** The gradient of a post-norm's input from its output's (dy itself without a post-norm). */
+function postNormBackward(dy: Float32Array, y: Float32Array | undefined, weight: Float32Array | undefined, inverse: Float64Array | undefined, config: ModelConfig, n: number): Float32Array {
+  if (!weight) return dy;
+  const dx = like(dy, dy.length);
+  rmsNormBackward(dx, dy, y!, weight, inverse!, n, config.hiddenSize, config.normUnitOffset);
+  return dx;
+}
+
+/** The block's output x1 + (post-normed) down(mixed); the down projection's output is kept only for a post-norm. */
 function blockOutput(tape: BlockTape, graph: TrainingGraph, i: number, block: LlamaBlockWeights, n: number): Float32Array {
   const down = linearForward(graph, i, "down", block.down, tape.mixed, n);
-  for (let j = 0; j < down.length; j++) down[j] = down[j]! + tape.x1[j]!;
-  return down;
+  const post = postNorm(down, block.postFfnNorm, graph.config, n);
+  if (block.postFfnNorm) {
+    tape.down = down;
+    tape.invDown = post.inverse;
+  }
+  const out = like(down, down.length);
+  for (let j = 0; j < out.length; j++) out[j] = post.out[j]! + tape.x1[j]!;
+  return out;
 }
 
 /** Given the gradient of the block's output, returns that of its input (and adds the adapters' gradients). */
@@ -219,7 +252,8 @@ function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights
   const n = batch.tokens.length;
   // MLP: dx1 = dOut + the MLP's input gradient through the norm.
   const dMixed = like(dOut, tape.mixed.length);
-  linearBackward(graph, i, "down", block.down, dMixed, dOut, n);
+  const dDown = postNormBackward(dOut, tape.down, block.postFfnNorm, tape.invDown, config, n);
+  linearBackward(graph, i, "down", block.down, dMixed, dDown, n);
   const dGate = like(dOut, tape.gate.length);
   const dUp = like(dOut, tape.up.length);
   gatedBackward(dGate, dUp, dMixed, tape.gate, tape.up, tape.gate.length, config.activation);
@@ -231,13 +265,14 @@ function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights
 
   // Attention: dx = dx1 + the attention's input gradient through the norm.
   const dAttended = like(dOut, tape.attended.length);
-  linearBackward(graph, i, "o", block.o, dAttended, dX1, n);
+  const dO = postNormBackward(dX1, tape.o, block.postAttentionNorm, tape.invO, config, n);
+  linearBackward(graph, i, "o", block.o, dAttended, dO, n);
   const dq = like(dOut, tape.q.length);
   const dk = like(dOut, tape.k.length);
   const dv = like(dOut, tape.v.length);
   attentionBackward(dq, dk, dv, dAttended, tape.q, tape.k, tape.v, tape.weights, attentionShape(graph, i, batch));
-  ropeBackward(dq, n, numHeads, headDim, batch.positions, graph.inverseFrequencies, ropeMode);
-  ropeBackward(dk, n, numKVHeads, headDim, batch.positions, graph.inverseFrequencies, ropeMode);
+  ropeBackward(dq, n, numHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
+  ropeBackward(dk, n, numKVHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
   const dqRaw = block.qNorm ? headNormBackward(dq, tape.qRaw!, block.qNorm, tape.invQ!, n * numHeads, headDim, normUnitOffset) : dq;
   const dkRaw = block.kNorm ? headNormBackward(dk, tape.kRaw!, block.kNorm, tape.invK!, n * numKVHeads, headDim, normUnitOffset) : dk;
   const dH1 = like(dOut, n * hidden);

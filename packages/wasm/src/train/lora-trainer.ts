@@ -189,7 +189,7 @@ export class LoraTrainer {
 function trainableBlocks(transformer: Transformer): TrainableBlocks {
   const { config, weights } = transformer;
   if (!weights.trainable || config.attentionSoftcap > 0 || config.finalLogitSoftcap > 0) {
-    throw new InferenceError("TRAINING_UNSUPPORTED", `backend wasm cannot train ${config.architecture} models yet (llama, qwen2 and qwen3 train)`, {
+    throw new InferenceError("TRAINING_UNSUPPORTED", `backend wasm cannot train ${config.architecture} models yet (llama, qwen2, qwen3 and gemma3 without soft-capping train)`, {
       details: { architecture: config.architecture },
     });
   }
@@ -204,7 +204,7 @@ export function trainingGraph(transformer: Transformer, adapter: TrainedAdapter 
     kernels: transformer.kernels,
     head: transformer.weights,
     blocks: trainable.blocks,
-    inverseFrequencies: trainable.inverseFrequencies,
+    ropeFrequencies: trainable.ropeFrequencies,
     adapters: adapter?.perBlock ?? [],
     dropout: adapter?.config.dropout ?? 0,
     rng: adapter?.rng ?? new Rng(DEFAULT_SEED),

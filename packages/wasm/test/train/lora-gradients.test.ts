@@ -1,16 +1,19 @@
 /**
  * LoRA gradients of whole tiny random models against finite differences of
  * their loss, in float64: llama (GGUF, llama.cpp's permuted q/k and "normal"
- * RoPE; and over a Q8_0 base), qwen2 (biases), qwen3 (q/k norms; HF layout).
+ * RoPE; and over a Q8_0 base), qwen2 (biases), qwen3 (q/k norms; HF layout),
+ * gemma3 (post-norms, GELU, sliding layers with their own RoPE base).
  * Each check perturbs entries of A and B of every adapted linear; B starts
  * nonzero so A's gradients are nonzero too.
  */
 import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GgmlType } from "@infer/formats";
-import { Rng } from "@infer/core";
+import { isInferenceError, loadTrainable, Rng } from "@infer/core";
+import "../../src/index.js";
 import { loadTransformer } from "../../src/load/load.js";
 import { referenceKernels } from "../../src/kernels/reference.js";
 import { writeRandomGguf, writeRandomHf, type RandomModelSpec } from "../../src/testing/index.js";
@@ -45,6 +48,9 @@ const CASES: Case[] = [
   { name: "llama over a Q8_0 base, dropout 0.2", spec: { architecture: "llama", seed: 4, ...SMALL }, layout: "gguf", type: GgmlType.Q8_0, dropout: 0.2 },
   { name: "qwen2 (GGUF, biases)", spec: { architecture: "qwen2", seed: 5, ...SMALL }, layout: "gguf" },
   { name: "qwen3 (HF, q/k norms)", spec: { architecture: "qwen3", seed: 6, ...SMALL, headDim: 16 }, layout: "hf" },
+  // Six layers: five sliding (a window of 4, shorter than the first example) and one global.
+  { name: "gemma3 (HF, (1 + w) norms, post-norms, GELU)", spec: { architecture: "gemma3", seed: 7, ...SMALL, numLayers: 6, headDim: 16, slidingWindow: 4 }, layout: "hf" },
+  { name: "gemma3 (GGUF)", spec: { architecture: "gemma3", seed: 8, ...SMALL, numLayers: 6, headDim: 16, slidingWindow: 4 }, layout: "gguf" },
 ];
 
 describe("LoRA gradients of tiny random models against finite differences", () => {
@@ -54,6 +60,12 @@ describe("LoRA gradients of tiny random models against finite differences", () =
   });
   after(async () => {
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it("phi3 (fused qkv and gate/up projections) is not trainable: TRAINING_UNSUPPORTED", async () => {
+    const path = join(dir, "phi3.gguf");
+    await writeRandomGguf(path, { architecture: "phi3", seed: 1, ...SMALL });
+    await assert.rejects(loadTrainable(path, { backend: "wasm", threads: 1 }), (error) => isInferenceError(error, "TRAINING_UNSUPPORTED"));
   });
 
   for (const c of CASES) {

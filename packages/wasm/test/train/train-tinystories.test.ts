@@ -17,6 +17,8 @@ import "../../src/index.js";
 const modelPath = fileURLToPath(new URL("../../../../../../shared/models/tinystories-656k", import.meta.url));
 const skip = existsSync(modelPath) ? false : `no model at ${modelPath}`;
 const PROMPT = "Tom had a dog. The dog was named";
+const STEPS = 30;
+const ALL_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
 const FACTS = [
   "Tom had a dog. The dog was named Zorblat. Zorblat liked to run.",
   "Tom had a dog. The dog was named Zorblat. Zorblat was very happy.",
@@ -39,6 +41,8 @@ describe("LoRA training on tinystories-656k", { skip }, () => {
   let model: TrainableModel;
   /** Greedy text of the base model, before any adapter. */
   let baseline: string;
+  /** The F32 run's losses, which the Q8_0 run is held to. */
+  let f32Losses: number[] = [];
   before(async () => {
     model = await loadTrainable(modelPath, { backend: "wasm", threads: 1, contextLength: 64, parallelSlots: 1 });
     baseline = (await model.generateText(PROMPT, { maxTokens: 6, temperature: 0 })).text;
@@ -72,13 +76,14 @@ describe("LoRA training on tinystories-656k", { skip }, () => {
   });
 
   it("learns a new fact: the loss falls several times and greedy generation uses it", async () => {
-    const adapter = model.applyLoRA({ rank: 8, alpha: 16, targetModules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], seed: 1 });
+    const adapter = model.applyLoRA({ rank: 8, alpha: 16, targetModules: ALL_MODULES, seed: 1 });
     const untrained = (await model.generateText(PROMPT, { maxTokens: 6, temperature: 0 })).text;
     assert.equal(untrained, baseline, "a fresh adapter (B = 0) changes nothing");
     assert.doesNotMatch(baseline, /Zorblat/);
     const batch = { inputIds: FACTS.map((text) => model.encode(text)) };
     const losses: number[] = [];
-    for (let step = 0; step < 30; step++) losses.push((await model.trainStep(batch, { learningRate: 1e-2 })).loss);
+    for (let step = 0; step < STEPS; step++) losses.push((await model.trainStep(batch, { learningRate: 1e-2 })).loss);
+    f32Losses = losses;
     const [first, last] = [losses[0]!, losses[losses.length - 1]!];
     assert.ok(last < first / 3, `loss ${first.toFixed(3)} → ${last.toFixed(3)}`);
     const trained = (await model.generateText(PROMPT, { maxTokens: 6, temperature: 0 })).text;
@@ -100,5 +105,34 @@ describe("LoRA training on tinystories-656k", { skip }, () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  it("trains the same over a Q8_0 copy of the base (QLoRA): the final loss within 5% of F32's", async (t) => {
+    if (f32Losses.length === 0) return t.skip("the F32 run did not finish");
+    const quantized = await loadTrainable(modelPath, { backend: "wasm", threads: 1, contextLength: 64, parallelSlots: 1, quantize: "q8_0" });
+    try {
+      assert.equal(quantized.info().quantBits, 8);
+      quantized.applyLoRA({ rank: 8, alpha: 16, targetModules: ALL_MODULES, seed: 1 });
+      const batch = { inputIds: FACTS.map((text) => quantized.encode(text)) };
+      let last = NaN;
+      for (let step = 0; step < STEPS; step++) last = (await quantized.trainStep(batch, { learningRate: 1e-2 })).loss;
+      const f32 = f32Losses[f32Losses.length - 1]!;
+      assert.ok(Math.abs(last - f32) / f32 < 0.05, `Q8_0 final loss ${last} vs F32's ${f32}`);
+    } finally {
+      await quantized.close();
+    }
+  });
+
+  it("is deterministic for a seed, dropout included", async () => {
+    const batch = { inputIds: FACTS.slice(0, 2).map((text) => model.encode(text)) };
+    const run = async (seed: number) => {
+      model.applyLoRA({ rank: 4, alpha: 8, dropout: 0.1, seed });
+      const losses: number[] = [];
+      for (let step = 0; step < 3; step++) losses.push((await model.trainStep(batch, { learningRate: 1e-2 })).loss);
+      return losses;
+    };
+    const first = await run(7);
+    assert.deepEqual(await run(7), first);
+    assert.notDeepEqual(await run(8), first);
   });
 });

@@ -52,6 +52,12 @@ export interface TrainStepOptions {
   eps?: number;
   /** Decoupled weight decay; default 0. */
   weightDecay?: number;
+  /**
+   * Recompute each layer's activations in the backward instead of keeping
+   * them all from the forward: memory for one layer's activations, for
+   * about a second forward pass of time. The results are the same. Default false.
+   */
+  gradientCheckpointing?: boolean;
   signal?: AbortSignal;
 }
 

@@ -4,7 +4,7 @@
  * them in reverse and adds the LoRA gradients. Base weights are frozen in
  * their stored encoding; only the adapters get gradients.
  */
-import type { Rng } from "@infer/core";
+import { Rng } from "@infer/core";
 import type { Kernels, WeightMatrix } from "../kernels/types.js";
 import { embeddingLookup } from "../kernels/dequant.js";
 import { applyRope } from "../kernels/ops.js";
@@ -46,8 +46,14 @@ export interface TrainingGraph {
   adapters: readonly Partial<Record<AdaptedLinear, LoraLinear>>[];
   /** LoRA dropout rate in training (0 = none). */
   dropout: number;
-  /** Draws the dropout masks. */
+  /** Seeds each call's dropout masks. */
   rng: Rng;
+  /**
+   * Keep only each block's input in the forward and recompute the block's
+   * activations in the backward (gradient checkpointing): memory for one
+   * block's activations instead of all, for a second forward's time.
+   */
+  checkpoint?: boolean;
   /** Run in float64 (gradient checks; the reference kernels only). */
   float64?: boolean;
 }
@@ -97,12 +103,17 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
   const hidden = config.hiddenSize;
   const x = new (graph.float64 ? Float64Array : Float32Array)(n * hidden) as Float32Array;
   embeddingLookup(x, head.embedding, batch.tokens, config.embeddingScale);
-  const tapes: BlockTape[] = [];
+  // Each block draws its dropout masks from its own generator, seeded per call, so a recomputed block draws the same.
+  const callSeed = graph.rng.nextUint32();
+  const blockRng = (i: number) => new Rng(callSeed * MAX_BLOCKS + i);
+  /** Per block, its activations, or (checkpointing) only its input. */
+  const tapes: (BlockTape | Float32Array)[] = [];
   let stream: Float32Array = x;
   graph.blocks.forEach((block, i) => {
-    const tape = blockForward(graph, i, block, stream, batch);
-    tapes.push(tape);
-    stream = blockOutput(tape, graph, i, block, n);
+    const rng = blockRng(i);
+    const tape = blockForward(graph, i, block, stream, batch, rng);
+    tapes.push(graph.checkpoint ? stream : tape);
+    stream = blockOutput(tape, graph, i, block, n, rng);
   });
 
   // The head over the rows that predict a counted target.
@@ -126,15 +137,32 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
   rmsNormBackward(dSelected, dNormed, selected, head.outputNorm, invOut, m, hidden, config.normUnitOffset);
   let dx: Float32Array = like(x, n * hidden);
   rows.forEach((t, r) => dx.set(dSelected.subarray(r * hidden, (r + 1) * hidden), t * hidden));
-  for (let i = graph.blocks.length - 1; i >= 0; i--) dx = blockBackward(graph, i, graph.blocks[i]!, tapes[i]!, dx, batch);
+  for (let i = graph.blocks.length - 1; i >= 0; i--) {
+    const block = graph.blocks[i]!;
+    let tape = tapes[i]!;
+    if (!isTape(tape)) {
+      // The block again from its input, with its generator restarted: the same activations and dropout masks.
+      const rng = blockRng(i);
+      tape = blockForward(graph, i, block, tape, batch, rng);
+      blockOutput(tape, graph, i, block, n, rng);
+    }
+    dx = blockBackward(graph, i, block, tape, dx, batch);
+  }
   return { sum, count: m };
 }
 
+/** Blocks per model the dropout seeding leaves room for (far more than any decoder has). */
+const MAX_BLOCKS = 4096;
+
+function isTape(saved: BlockTape | Float32Array): saved is BlockTape {
+  return !(saved instanceof Float32Array || saved instanceof Float64Array);
+}
+
 /** A frozen linear (+ bias) plus its adapter when it has one. */
-function linearForward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, x: Float32Array, n: number, bias?: Float32Array): Float32Array {
+function linearForward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, x: Float32Array, n: number, rng: Rng, bias?: Float32Array): Float32Array {
   const out = like(x, n * w.rows);
   frozenLinearForward(graph.kernels, out, w, x, n, bias);
-  graph.adapters[i]?.[name]?.forward(out, x, n, graph.dropout, graph.rng);
+  graph.adapters[i]?.[name]?.forward(out, x, n, graph.dropout, rng);
   return out;
 }
 
@@ -156,15 +184,15 @@ function attentionShape(graph: TrainingGraph, i: number, batch: PackedBatch): At
   };
 }
 
-function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights, x: Float32Array, batch: PackedBatch): BlockTape {
+function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights, x: Float32Array, batch: PackedBatch, rng: Rng): BlockTape {
   const { config } = graph;
   const { hiddenSize: hidden, numHeads, numKVHeads, headDim, rmsEps, normUnitOffset, ropeMode } = config;
   const n = batch.tokens.length;
   const h1 = like(x, n * hidden);
   const inv1 = rmsNormForward(h1, x, block.attnNorm, n, hidden, rmsEps, normUnitOffset);
-  const qRaw = linearForward(graph, i, "q", block.q, h1, n, block.qBias);
-  const kRaw = linearForward(graph, i, "k", block.k, h1, n, block.kBias);
-  const v = linearForward(graph, i, "v", block.v, h1, n, block.vBias);
+  const qRaw = linearForward(graph, i, "q", block.q, h1, n, rng, block.qBias);
+  const kRaw = linearForward(graph, i, "k", block.k, h1, n, rng, block.kBias);
+  const v = linearForward(graph, i, "v", block.v, h1, n, rng, block.vBias);
   let q = qRaw;
   let k = kRaw;
   let invQ: Float64Array | undefined;
@@ -182,14 +210,14 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   applyRope(k, n, numKVHeads, headDim, batch.positions, frequencies, ropeMode);
   const attended = like(x, n * numHeads * headDim);
   const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch));
-  const o = linearForward(graph, i, "o", block.o, attended, n, block.oBias);
+  const o = linearForward(graph, i, "o", block.o, attended, n, rng, block.oBias);
   const post = postNorm(o, block.postAttentionNorm, config, n);
   const x1 = like(x, n * hidden);
   for (let j = 0; j < x1.length; j++) x1[j] = x[j]! + post.out[j]!;
   const h2 = like(x, n * hidden);
   const inv2 = rmsNormForward(h2, x1, block.ffnNorm, n, hidden, rmsEps, normUnitOffset);
-  const gate = linearForward(graph, i, "gate", block.gate, h2, n);
-  const up = linearForward(graph, i, "up", block.up, h2, n);
+  const gate = linearForward(graph, i, "gate", block.gate, h2, n, rng);
+  const up = linearForward(graph, i, "up", block.up, h2, n, rng);
   const mixed = like(x, gate.length);
   gatedForward(mixed, gate, up, gate.length, config.activation);
   return {
@@ -233,8 +261,8 @@ function postNormBackward(dy: Float32Array, y: Float32Array | undefined, weight:
 }
 
 /** The block's output x1 + (post-normed) down(mixed); the down projection's output is kept only for a post-norm. */
-function blockOutput(tape: BlockTape, graph: TrainingGraph, i: number, block: LlamaBlockWeights, n: number): Float32Array {
-  const down = linearForward(graph, i, "down", block.down, tape.mixed, n);
+function blockOutput(tape: BlockTape, graph: TrainingGraph, i: number, block: LlamaBlockWeights, n: number, rng: Rng): Float32Array {
+  const down = linearForward(graph, i, "down", block.down, tape.mixed, n, rng);
   const post = postNorm(down, block.postFfnNorm, graph.config, n);
   if (block.postFfnNorm) {
     tape.down = down;

@@ -146,7 +146,7 @@ export class LoraTrainer {
     if (!adapter) throw new InferenceError("NO_ADAPTER", "trainStep needs an adapter: call applyLoRA first");
     const settings = adamWSettings(options);
     const packed = packBatch(batch, this.transformer.config.vocabSize);
-    const graph = this.graph(adapter);
+    const graph = { ...this.graph(adapter), checkpoint: options.gradientCheckpointing === true };
     for (const linear of adapter.linears) {
       linear.gradA.fill(0);
       linear.gradB.fill(0);

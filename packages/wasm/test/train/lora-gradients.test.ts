@@ -62,6 +62,26 @@ describe("LoRA gradients of tiny random models against finite differences", () =
     await rm(dir, { recursive: true, force: true });
   });
 
+  it("gradient checkpointing gives the same loss and gradients, dropout masks included", async () => {
+    const path = join(dir, "checkpointing.gguf");
+    await writeRandomGguf(path, { architecture: "qwen3", seed: 12, ...SMALL, numLayers: 3, headDim: 16 });
+    const { transformer, format } = await loadTransformer(path, { kernels: referenceKernels });
+    const run = (checkpoint: boolean) => {
+      const adapter = new LoraTrainer(transformer, format).apply({ rank: 2, alpha: 4, targetModules: ALL_MODULES, dropout: 0.3, seed: 4 });
+      const fill = new Rng(1);
+      for (const linear of adapter.linears) for (let i = 0; i < linear.b.length; i++) linear.b[i] = fill.nextFloat() - 0.5;
+      const graph = { ...trainingGraph(transformer, adapter), rng: new Rng(2), checkpoint };
+      const { sum } = lossAndGradients(graph, packBatch(BATCH, transformer.config.vocabSize), true);
+      return { sum, grads: adapter.linears.flatMap((l) => [Array.from(l.gradA), Array.from(l.gradB)]) };
+    };
+    const kept = run(false);
+    const recomputed = run(true);
+    assert.equal(recomputed.sum, kept.sum);
+    assert.deepEqual(recomputed.grads, kept.grads);
+    assert.ok(kept.grads.some((g) => g.some((v) => v !== 0)));
+    await transformer.dispose();
+  });
+
   it("phi3 (fused qkv and gate/up projections) is not trainable: TRAINING_UNSUPPORTED", async () => {
     const path = join(dir, "phi3.gguf");
     await writeRandomGguf(path, { architecture: "phi3", seed: 1, ...SMALL });

@@ -6,10 +6,15 @@ without it, as PyTorch computes them.
 
     pip install torch transformers peft safetensors
     python scripts/reference/peft_adapter.py [../shared/models/tinystories-656k] [packages/wasm/test/fixtures/lora]
+    python scripts/reference/peft_adapter.py --check <adapter-folder> [model-folder]
 
 Writes <out>/peft-adapter/ (adapter_config.json, adapter_model.safetensors, as
 PEFT's save_pretrained writes them) and <out>/peft-logits.json. CI never runs
 this: the outputs are committed.
+
+--check loads an adapter folder (one infer wrote, say) with PEFT, fails on any
+warning PEFT or transformers gives, and prints the cosine of its logits for
+the fixture's prompt against the committed adapterLogits.
 """
 import json
 import os
@@ -80,5 +85,36 @@ def main() -> None:
         f.write("\n")
 
 
+def check(adapter_dir: str, model_dir: str) -> None:
+    import logging
+    import warnings
+
+    from peft import PeftModel
+
+    captured = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            captured.append(record.getMessage())
+
+    logging.getLogger().addHandler(Capture(level=logging.WARNING))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        model = PeftModel.from_pretrained(base, adapter_dir)
+    captured += [str(w.message) for w in caught]
+    with open(os.path.join(os.path.dirname(__file__), "../../packages/wasm/test/fixtures/lora/peft-logits.json")) as f:
+        fixture = json.load(f)
+    with torch.no_grad():
+        logits = model.eval()(torch.tensor([fixture["inputIds"]])).logits[0, -1]
+    cosine = torch.nn.functional.cosine_similarity(logits, torch.tensor(fixture["adapterLogits"]), dim=0).item()
+    print(json.dumps({"warnings": captured, "cosine": cosine}))
+    if captured:
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 2 and sys.argv[1] == "--check":
+        check(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "../shared/models/tinystories-656k")
+    else:
+        main()

@@ -2,6 +2,7 @@ import { InferenceError, isInferenceError } from "@infer/core";
 import { benchCommand } from "./commands/bench.js";
 import { chatCommand } from "./commands/chat.js";
 import { convertCommand } from "./commands/convert.js";
+import { convertLoraCommand, mergeCommand } from "./commands/lora.js";
 import { infoCommand } from "./commands/info.js";
 import { lsCommand } from "./commands/ls.js";
 import { pullCommand } from "./commands/pull.js";
@@ -11,7 +12,7 @@ import { serveCommand } from "./commands/serve.js";
 import { type Command, helpText, parse, usageError } from "./command.js";
 import { type CliIO, processIO } from "./io.js";
 
-export const COMMANDS: Command[] = [runCommand, chatCommand, serveCommand, pullCommand, lsCommand, infoCommand, rmCommand, benchCommand, convertCommand];
+export const COMMANDS: Command[] = [runCommand, chatCommand, serveCommand, pullCommand, lsCommand, infoCommand, rmCommand, benchCommand, convertCommand, convertLoraCommand, mergeCommand];
 
 /** What to do next, per error code, when the message itself does not say. */
 const HINTS: Partial<Record<InferenceError["code"], string>> = {

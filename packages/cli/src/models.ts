@@ -22,6 +22,7 @@ export const LOAD_FLAGS: OptionSpecs = {
   context: { type: "string", value: "tokens", description: "context length (KV cache size) in tokens" },
   threads: { type: "string", value: "n", description: "CPU threads" },
   "batch-size": { type: "string", value: "tokens", description: "most prompt tokens per forward pass (less memory, slower prefill when smaller)" },
+  adapter: { type: "string", value: "path", description: "LoRA adapter: a PEFT folder (wasm) or a GGUF LoRA file (both backends)" },
 };
 
 /** For the commands that keep a model running (run, chat, serve): see LoadOptions.isolate. */
@@ -94,10 +95,11 @@ function checkedAgainstFlags<T>(options: T, validate: (options: T) => void, fiel
 export function loadOptionsOf(ctx: CommandContext, command: string): LoadOptions {
   const options: LoadOptions = {
     backend: stringFlag(ctx.values, "backend"),
+    adapterPath: stringFlag(ctx.values, "adapter"),
     ...numbersOf(ctx, command, LOAD_NUMBER_FLAGS),
     ...(ctx.values.isolate === true && { isolate: true }),
   };
-  return checkedAgainstFlags(options, validateLoadOptions, { backend: "backend", ...fieldsOf(LOAD_NUMBER_FLAGS) }, command);
+  return checkedAgainstFlags(options, validateLoadOptions, { backend: "backend", adapter: "adapterPath", ...fieldsOf(LOAD_NUMBER_FLAGS) }, command);
 }
 
 /** --chat-template takes a file when one exists at that path, else the template text itself. */

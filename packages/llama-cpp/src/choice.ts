@@ -1,3 +1,5 @@
+import { stat } from "node:fs/promises";
+import { join } from "node:path";
 import { InferenceError, type LoadOptions } from "@infer/core";
 
 /**
@@ -47,5 +49,11 @@ export function fasterBackend(choice: GgufBackendChoice, options: LoadOptions): 
 
 /** `Backend.fasterBackendFor` of llama_cpp. */
 export async function fasterBackendFor(_path: string, options: LoadOptions): Promise<string | undefined> {
+  // llama.cpp reads GGUF adapters only; the wasm engine reads a PEFT folder itself.
+  if (options.adapterPath !== undefined && options.draftModel === undefined && (await isPeftFolder(options.adapterPath))) return "wasm";
   return fasterBackend(ggufBackendChoice(), options);
+}
+
+async function isPeftFolder(path: string): Promise<boolean> {
+  return (await stat(join(path, "adapter_config.json")).catch(() => undefined))?.isFile() === true;
 }

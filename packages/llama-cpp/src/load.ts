@@ -219,7 +219,7 @@ async function assertAdapter(path: string): Promise<void> {
       throw new InferenceError(
         "UNSUPPORTED",
         `LoRA adapter '${path}' is a PEFT folder (adapter_config.json); backend llama_cpp reads GGUF adapters only ` +
-          "and converting PEFT adapters is not available yet (llama.cpp's convert_lora_to_gguf.py can do it offline)",
+          "(convert it with `infer convert-lora <peft-folder> <out.gguf>`, or load the folder on backend wasm)",
         { details: { path: join(path, "adapter_config.json") } },
       );
     }

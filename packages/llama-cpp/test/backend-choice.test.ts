@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { isInferenceError, loadModel, type TextModel } from "@infer/core";
-import { defaultThreads, fasterBackend, GGUF_BACKEND_ENV, ggufBackendChoice } from "../src/choice.js";
+import { defaultThreads, fasterBackend, fasterBackendFor, GGUF_BACKEND_ENV, ggufBackendChoice } from "../src/choice.js";
 import { runtimeAvailable } from "../src/runtime.js";
 import { skipWithoutStories, STORIES_GGUF } from "./fixtures.js";
 import { loadWasmKit, wasmBuildMissing, type WasmKit } from "./wasm-link.js";
@@ -25,6 +25,20 @@ test("GGUF files stay on llama_cpp unless INFER_GGUF_BACKEND=wasm; a LoRA adapte
   assert.equal(fasterBackend("wasm", { contextLength: 64 }), "wasm");
   assert.equal(fasterBackend("wasm", { adapterPath: "lora.gguf" }), undefined);
   assert.equal(fasterBackend("wasm", { draftModel: "draft.gguf" }), undefined);
+});
+
+test("a PEFT adapter folder sends a GGUF model to wasm, which reads it (llama.cpp reads GGUF adapters only)", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "infer-choice-peft-"));
+  try {
+    const peft = join(dir, "peft");
+    await mkdir(peft);
+    await writeFile(join(peft, "adapter_config.json"), "{}");
+    assert.equal(await fasterBackendFor("model.gguf", { adapterPath: peft }), "wasm");
+    assert.equal(await fasterBackendFor("model.gguf", { adapterPath: join(dir, "lora.gguf") }), fasterBackend(ggufBackendChoice(), { adapterPath: "x" }));
+    assert.equal(await fasterBackendFor("model.gguf", { adapterPath: peft, draftModel: "draft.gguf" }), undefined);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });
 
 test("INFER_GGUF_BACKEND: auto by default, case-insensitive, unknown values refused", () => {

@@ -79,7 +79,7 @@ describe("with the stories260K file", { skip: skipWithoutStories }, () => {
     await writeFile(join(peft, "adapter_config.json"), JSON.stringify({ r: 8, lora_alpha: 16 }));
     await assert.rejects(
       loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: peft }),
-      rejectsWith("UNSUPPORTED", "PEFT", "not available yet"),
+      rejectsWith("UNSUPPORTED", "PEFT", "infer convert-lora"),
     );
     const text = join(scratch, "adapter.txt");
     await writeFile(text, "not an adapter");

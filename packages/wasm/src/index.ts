@@ -9,6 +9,8 @@ export { loadTokenizer, StreamDecoder, renderChat, type Tokenizer } from "./toke
 export { Transformer, KVCache, type KVCacheType, type ForwardBatch, type ModelConfig } from "./engine/transformer.js";
 export { loadTransformer } from "./load/load.js";
 export * as lora from "./lora/index.js";
+export * as dataset from "./dataset/index.js";
+export { readJsonlDataset } from "./dataset/file.js";
 export type { LoraAdapter, LoraPair } from "./lora/index.js";
 export { referenceKernels } from "./kernels/reference.js";
 export { createWasmKernels, relaxedSimdSupported, type WasmKernelOptions } from "./kernels/wasm/index.js";

@@ -8,12 +8,20 @@ import { formatBytes } from "../format.js";
 import { write } from "../io.js";
 
 /** node's file-system failures (ENOENT, EACCES, ENOSPC, ...) become IO naming the path; anything else passes. */
-function fileSystemError(error: unknown, fallbackPath: string, context: string): unknown {
+export function fileSystemError(error: unknown, fallbackPath: string, context: string): unknown {
   const errno = error as NodeJS.ErrnoException;
   if (isInferenceError(error) || typeof errno?.code !== "string" || typeof errno.syscall !== "string") return error;
   const path = errno.path ?? fallbackPath;
   const reason = errno.path === undefined || errno.path === fallbackPath ? `${context}: ${errno.code}` : `${context}: ${errno.code} on ${errno.path}`;
   return new InferenceError("IO", reason, { cause: error, details: { path, errno: errno.code } });
+}
+
+/** Refuses an unwritable destination before the (long, memory-hungry) work starts. */
+export async function assertWritable(out: string): Promise<void> {
+  const destination = dirname(resolve(out));
+  await access(destination, constants.W_OK).catch((error: unknown) => {
+    throw fileSystemError(error, destination, `cannot write ${out}: its folder ${destination} is missing or not writable`);
+  });
 }
 
 export const convertCommand: Command = {
@@ -34,10 +42,7 @@ export const convertCommand: Command = {
     const type = (stringFlag(ctx.values, "type") ?? "f16").toLowerCase();
     if (!(type in OUTPUT_TYPES)) throw usageError(`--type must be one of ${Object.keys(OUTPUT_TYPES).join(", ")} (got ${type})`, "convert");
     // Converting holds the whole model in memory and takes a while: refuse an unwritable destination first.
-    const destination = dirname(resolve(out));
-    await access(destination, constants.W_OK).catch((error: unknown) => {
-      throw fileSystemError(error, destination, `cannot write ${out}: its folder ${destination} is missing or not writable`);
-    });
+    await assertWritable(out);
     const result = await convertHfToGguf(folder, out, type as OutputType).catch((error: unknown) => {
       throw fileSystemError(error, out, `cannot write ${out}`);
     });

@@ -1,6 +1,7 @@
 // LoRA adapters: PEFT folders and llama.cpp GGUF files read and written, fitted to a loaded model.
 export { pairScale, type LoraAdapter, type LoraLayout, type LoraPair } from "./adapter.js";
 export { fitAdapter, loraDeltas, type AdapterBase } from "./apply.js";
+export { mergePairInto } from "./merge.js";
 export { adapterFromGguf, ggufLoraSpec } from "./gguf-lora.js";
 export {
   baseWeightName,

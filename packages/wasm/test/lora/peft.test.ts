@@ -58,6 +58,11 @@ describe("PEFT adapters on tinystories-656k", { skip }, () => {
       const [withAdapter, without] = [await logitsOf(adapted), await logitsOf(base)];
       assert.ok(cosineSimilarity(withAdapter, fixture.adapterLogits) >= 0.9999, `cosine ${cosineSimilarity(withAdapter, fixture.adapterLogits)}`);
       assert.ok(cosineSimilarity(without, fixture.baseLogits) >= 0.9999);
+      // Over a base re-encoded in Q8_0 at load the adapter attaches to the re-encoded matrices.
+      const quantized = await loadModel(TINYSTORIES, { backend: "wasm", threads: 2, quantize: "q8_0", adapterPath: PEFT_ADAPTER });
+      const q8 = await logitsOf(quantized).finally(() => quantized.close());
+      assert.ok(cosineSimilarity(q8, fixture.adapterLogits) >= 0.999, `Q8_0 base: cosine ${cosineSimilarity(q8, fixture.adapterLogits)}`);
+      assert.ok(cosineSimilarity(q8, fixture.adapterLogits) > cosineSimilarity(q8, fixture.baseLogits), "nearer the adapter's logits than the base's");
       // Greedy generation runs through the adapter too (decode steps, not only the prompt).
       const text = await adapted.generateText(fixture.prompt, { temperature: 0, maxTokens: 8 });
       assert.ok(text.tokens.length > 0);

@@ -17,6 +17,10 @@ export const ERROR_CODES = [
   "ABORTED",
   "CLOSED",
   "TRAINING_UNSUPPORTED",
+  /** trainStep on a model with no adapter applied (applyLoRA first). */
+  "NO_ADAPTER",
+  /** Training met a NaN or infinite loss or gradient; the message names the step. */
+  "TRAINING_DIVERGED",
   "UNSUPPORTED",
   "IO",
   "INTERNAL",

@@ -35,6 +35,8 @@ const STATUS_BY_CODE: Record<ErrorCode, { status: number; type: string }> = {
   NO_CHAT_TEMPLATE: { status: 400, type: "invalid_request_error" },
   UNSUPPORTED: { status: 400, type: "invalid_request_error" },
   TRAINING_UNSUPPORTED: { status: 400, type: "invalid_request_error" },
+  NO_ADAPTER: { status: 400, type: "invalid_request_error" },
+  TRAINING_DIVERGED: { status: 500, type: "server_error" },
   MODEL_NOT_FOUND: { status: 404, type: "invalid_request_error" },
   ABORTED: { status: 499, type: "request_aborted" },
   CLOSED: { status: 503, type: "server_error" },

@@ -4,6 +4,7 @@ import { wasmBackend } from "./model/backend.js";
 
 export { loadWasmModel, wasmBackend, type WasmLoadOptions } from "./model/backend.js";
 export { WasmModel } from "./model/wasm-model.js";
+export { WasmTrainableModel } from "./model/trainable-model.js";
 export { loadTokenizer, StreamDecoder, renderChat, type Tokenizer } from "./tokenizer/index.js";
 export { Transformer, KVCache, type KVCacheType, type ForwardBatch, type ModelConfig } from "./engine/transformer.js";
 export { loadTransformer } from "./load/load.js";

@@ -137,13 +137,14 @@ export const gemma3: Architecture = {
     const layers = Array.from({ length: config.numLayers }, (_, i) => loadLayer(source, config, i));
     const globalFrequencies = globalRope(source, config);
     const localFrequencies = ropeInverseFrequencies(config.rotaryDim, config.ropeLocalTheta, { type: "none" });
+    const frequencies = layers.map((_, i) => (config.layerWindows[i]! > 0 ? localFrequencies : globalFrequencies));
     return {
       ...head,
       runLayers(ctx, x) {
-        layers.forEach((layer, i) =>
-          block(ctx, i, layer, x, config.layerWindows[i]! > 0 ? localFrequencies : globalFrequencies),
-        );
+        layers.forEach((layer, i) => block(ctx, i, layer, x, frequencies[i]!));
       },
+      // The same matrices (LoRA deltas find them by identity), the pre-MLP norm under the family's name.
+      trainable: { blocks: layers.map((layer) => ({ ...layer, ffnNorm: layer.preFfnNorm })), ropeFrequencies: frequencies },
     };
   },
 };

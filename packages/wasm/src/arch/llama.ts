@@ -2,11 +2,11 @@
  * Llama (2, 3, 3.1, 3.2), TinyLlama, SmolLM/SmolLM2 and Mistral: pre-norm
  * blocks of grouped-query attention with RoPE and a SiLU-gated MLP.
  */
-import type { WeightMatrix } from "../kernels/types.js";
 import type { ConfigReader, ModelConfig } from "../engine/config.js";
 import { gatedMlp, linear, norm, normHeads, projections, residual, selfAttention, type ForwardContext } from "../engine/layers.js";
 import type { WeightSource } from "../engine/weights.js";
 import type { LoadedModel } from "../engine/transformer.js";
+import type { LlamaBlockWeights } from "../engine/block-weights.js";
 import type { Architecture } from "./types.js";
 import { globalRope, hfTensorName, readSlidingWindow, loadEmbeddingAndOutput, readBaseConfig } from "./common.js";
 
@@ -25,24 +25,8 @@ export function readLlamaConfig(r: ConfigReader): ModelConfig {
 
 // ---- weights -----------------------------------------------------------------
 
-/** One decoder block of the llama family. Optional parts are used by variants (biases, q/k norms). */
-export interface LlamaLayer {
-  attnNorm: Float32Array; // [hidden]
-  q: WeightMatrix; // [numHeads * headDim, hidden]
-  k: WeightMatrix; // [numKVHeads * headDim, hidden]
-  v: WeightMatrix; // [numKVHeads * headDim, hidden]
-  o: WeightMatrix; // [hidden, numHeads * headDim]
-  qBias?: Float32Array; // [numHeads * headDim]
-  kBias?: Float32Array; // [numKVHeads * headDim]
-  vBias?: Float32Array; // [numKVHeads * headDim]
-  oBias?: Float32Array; // [hidden]
-  qNorm?: Float32Array; // [headDim]
-  kNorm?: Float32Array; // [headDim]
-  ffnNorm: Float32Array; // [hidden]
-  gate: WeightMatrix; // [ffn, hidden]
-  up: WeightMatrix; // [ffn, hidden]
-  down: WeightMatrix; // [hidden, ffn]
-}
+/** One decoder block of the llama family (its weights are named in engine/, where training reads them too). */
+export type LlamaLayer = LlamaBlockWeights;
 
 /** Loads block i; `required` names the optional parts this variant must have. */
 export function loadLlamaLayer(
@@ -134,6 +118,7 @@ export function loadLlamaFamily(
     runLayers(ctx, x) {
       layers.forEach((layer, i) => llamaBlock(ctx, i, layer, x, rope));
     },
+    trainable: { blocks: layers, ropeFrequencies: layers.map(() => rope) },
   };
 }
 

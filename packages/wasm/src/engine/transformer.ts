@@ -11,6 +11,7 @@ import type { ModelConfig } from "./config.js";
 import { rmsNormRows, type ForwardContext, type QueryObserver } from "./layers.js";
 import { ForwardScratch } from "./scratch.js";
 import type { LoraDeltas } from "./lora.js";
+import type { TrainableBlocks } from "./block-weights.js";
 
 export type { ModelConfig } from "./config.js";
 export type { QueryObserver } from "./layers.js";
@@ -26,6 +27,8 @@ export interface LoadedModel {
   output: WeightMatrix;
   /** Runs every decoder block over x [tokens, hiddenSize] in place. */
   runLayers(ctx: ForwardContext, x: Float32Array): void;
+  /** The blocks as training reads them; absent for architectures training does not cover yet. */
+  trainable?: TrainableBlocks;
 }
 
 export interface ForwardBatch {
@@ -133,6 +136,11 @@ export class Transformer {
       this.peakLogitsBytes = Math.max(this.peakLogitsBytes, this.logits.byteLength);
     }
     return this.logits;
+  }
+
+  /** The loaded weights, for training (which reads them and never writes). */
+  get weights(): LoadedModel {
+    return this.model;
   }
 
   /** Bytes this model holds besides its KV caches: weights, forward scratch and the logits buffer. */

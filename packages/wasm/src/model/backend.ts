@@ -21,6 +21,7 @@ import { tokenizerFromGgufMetadata } from "../tokenizer/gguf-vocab.js";
 import { loadHfTokenizer } from "../tokenizer/load.js";
 import { WASM_CAPABILITIES } from "./capabilities.js";
 import { WasmModel } from "./wasm-model.js";
+import { WasmTrainableModel } from "./trainable-model.js";
 import { baseModelWarning, loraDeltas, readLoraAdapter } from "../lora/index.js";
 
 /** Default sequence slots when `parallelSlots` is not given. */
@@ -168,7 +169,8 @@ async function assemble(
   const parallelSlots = loadOptions.parallelSlots ?? DEFAULT_SLOTS;
   const kvType = kvCacheType(loadOptions, loaded);
   const contextLength = chooseContextLength(loaded, kvType, parallelSlots, loadOptions.contextLength);
-  return new WasmModel({
+  const Model = loaded.transformer.weights.trainable ? WasmTrainableModel : WasmModel;
+  return new Model({
     kvType,
     transformer: loaded.transformer,
     tokenizer,

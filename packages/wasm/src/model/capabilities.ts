@@ -16,7 +16,8 @@ export const WASM_CAPABILITIES: Readonly<CapabilityReport> = Object.freeze({
   speculative: "unsupported",
   // With adapterPath at load: a PEFT folder or a GGUF LoRA file.
   "lora.inference": "supported",
-  "lora.training": "planned",
+  // llama, qwen2, qwen3 and gemma3 models (their models implement TrainableModel; phi3 models do not).
+  "lora.training": "supported",
   // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
   "probe.logits": "supported",
   "probe.attention": "supported",

@@ -53,7 +53,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
   private readonly cache: KVCache;
   private disposed = false;
 
-  constructor(private readonly parts: WasmModelParts) {
+  constructor(protected readonly parts: WasmModelParts) {
     super();
     this.modelType = parts.info.architecture;
     this.cache = parts.transformer.createCache(parts.parallelSlots, parts.contextLength, parts.kvType);

@@ -1,0 +1,319 @@
+/**
+ * The training forward and backward of a llama-family model (llama, qwen2,
+ * qwen3, and Gemma 3 with its post-norms): the forward keeps each block's activations, the backward walks
+ * them in reverse and adds the LoRA gradients. Base weights are frozen in
+ * their stored encoding; only the adapters get gradients.
+ */
+import { Rng } from "@infer/core";
+import type { Kernels, WeightMatrix } from "../kernels/types.js";
+import { embeddingLookup } from "../kernels/dequant.js";
+import { applyRope } from "../kernels/ops.js";
+import type { ModelConfig } from "../engine/config.js";
+import type { LlamaBlockWeights } from "../engine/block-weights.js";
+import type { LoadedModel } from "../engine/transformer.js";
+import { attentionBackward, attentionForward, type AttentionShape, type AttentionWeights } from "./ops/attention.js";
+import { crossEntropy } from "./ops/cross-entropy.js";
+import { gatedBackward, gatedForward } from "./ops/gated-activation.js";
+import { frozenLinearBackward, frozenLinearForward } from "./ops/linear.js";
+import { rmsNormBackward, rmsNormForward } from "./ops/rms-norm.js";
+import { ropeBackward } from "./ops/rope.js";
+import type { LoraLinear } from "./lora-linear.js";
+import { like } from "./ops/buffers.js";
+
+/** Examples packed one after another, each its own causal sequence. */
+export interface PackedBatch {
+  /** [n] */
+  tokens: Int32Array;
+  /** [n] position within its example */
+  positions: Int32Array;
+  /** [n] index of its example's first token */
+  sequenceStart: Int32Array;
+  /** [n] the token row t predicts (the example's next token), −1 where none is counted */
+  targets: Int32Array;
+}
+
+/** The linears of a block that can carry an adapter, by their field in LlamaBlockWeights. */
+export type AdaptedLinear = "q" | "k" | "v" | "o" | "gate" | "up" | "down";
+
+export interface TrainingGraph {
+  config: ModelConfig;
+  kernels: Kernels;
+  head: Pick<LoadedModel, "embedding" | "outputNorm" | "output">;
+  blocks: readonly LlamaBlockWeights[];
+  /** Per block, its inverse RoPE frequencies. */
+  ropeFrequencies: readonly Float64Array[];
+  /** Per block, the adapters on its linears. */
+  adapters: readonly Partial<Record<AdaptedLinear, LoraLinear>>[];
+  /** LoRA dropout rate in training (0 = none). */
+  dropout: number;
+  /** Seeds each call's dropout masks. */
+  rng: Rng;
+  /**
+   * Keep only each block's input in the forward and recompute the block's
+   * activations in the backward (gradient checkpointing): memory for one
+   * block's activations instead of all, for a second forward's time.
+   */
+  checkpoint?: boolean;
+  /** Run in float64 (gradient checks; the reference kernels only). */
+  float64?: boolean;
+}
+
+/** What one block's forward keeps for its backward. */
+interface BlockTape {
+  x: Float32Array;
+  h1: Float32Array;
+  inv1: Float64Array;
+  /** q and k before their per-head norms (qwen3), and those norms' 1 / rms. */
+  qRaw?: Float32Array;
+  kRaw?: Float32Array;
+  invQ?: Float64Array;
+  invK?: Float64Array;
+  q: Float32Array;
+  k: Float32Array;
+  v: Float32Array;
+  weights: AttentionWeights;
+  attended: Float32Array;
+  /** The attention's output projection and its post-norm's 1 / rms (Gemma 3's post-norm only). */
+  o?: Float32Array;
+  invO?: Float64Array;
+  x1: Float32Array;
+  h2: Float32Array;
+  inv2: Float64Array;
+  gate: Float32Array;
+  up: Float32Array;
+  mixed: Float32Array;
+  /** The MLP's output and its post-norm's 1 / rms (Gemma 3's post-norm only). */
+  down?: Float32Array;
+  invDown?: Float64Array;
+}
+
+/** The loss summed over counted targets, and their count. */
+export interface LossSum {
+  sum: number;
+  count: number;
+}
+
+/**
+ * Runs the batch forward and returns its loss; with `backward`, adds the
+ * gradients of the mean loss (the sum / count) to every adapter's gradA/gradB.
+ */
+export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backward: boolean): LossSum {
+  const { config, head } = graph;
+  const n = batch.tokens.length;
+  const hidden = config.hiddenSize;
+  const x = new (graph.float64 ? Float64Array : Float32Array)(n * hidden) as Float32Array;
+  embeddingLookup(x, head.embedding, batch.tokens, config.embeddingScale);
+  // Each block draws its dropout masks from its own generator, seeded per call, so a recomputed block draws the same.
+  const callSeed = graph.rng.nextUint32();
+  const blockRng = (i: number) => new Rng(callSeed * MAX_BLOCKS + i);
+  /** Per block, its activations, or (checkpointing) only its input. */
+  const tapes: (BlockTape | Float32Array)[] = [];
+  let stream: Float32Array = x;
+  graph.blocks.forEach((block, i) => {
+    const rng = blockRng(i);
+    const tape = blockForward(graph, i, block, stream, batch, rng);
+    tapes.push(graph.checkpoint ? stream : tape);
+    stream = blockOutput(tape, graph, i, block, n, rng);
+  });
+
+  // The head over the rows that predict a counted target.
+  const rows: number[] = [];
+  for (let t = 0; t < n; t++) if (batch.targets[t]! >= 0) rows.push(t);
+  const m = rows.length;
+  const selected = like(x, m * hidden);
+  rows.forEach((t, r) => selected.set(stream.subarray(t * hidden, (t + 1) * hidden), r * hidden));
+  const normed = like(x, m * hidden);
+  const invOut = rmsNormForward(normed, selected, head.outputNorm, m, hidden, config.rmsEps, config.normUnitOffset);
+  const logits = like(x, m * config.vocabSize);
+  frozenLinearForward(graph.kernels, logits, head.output, normed, m);
+  const targets = Int32Array.from(rows, (t) => batch.targets[t]!);
+  const dLogits = backward ? like(x, logits.length) : undefined;
+  const sum = crossEntropy(logits, targets, m, config.vocabSize, dLogits, m > 0 ? 1 / m : 0);
+  if (!backward || m === 0) return { sum, count: m };
+
+  const dNormed = like(x, m * hidden);
+  frozenLinearBackward(dNormed, head.output, dLogits!, m, graph.kernels);
+  const dSelected = like(x, m * hidden);
+  rmsNormBackward(dSelected, dNormed, selected, head.outputNorm, invOut, m, hidden, config.normUnitOffset);
+  let dx: Float32Array = like(x, n * hidden);
+  rows.forEach((t, r) => dx.set(dSelected.subarray(r * hidden, (r + 1) * hidden), t * hidden));
+  for (let i = graph.blocks.length - 1; i >= 0; i--) {
+    const block = graph.blocks[i]!;
+    let tape = tapes[i]!;
+    if (!isTape(tape)) {
+      // The block again from its input, with its generator restarted: the same activations and dropout masks.
+      const rng = blockRng(i);
+      tape = blockForward(graph, i, block, tape, batch, rng);
+      blockOutput(tape, graph, i, block, n, rng);
+    }
+    dx = blockBackward(graph, i, block, tape, dx, batch);
+  }
+  return { sum, count: m };
+}
+
+/** Blocks per model the dropout seeding leaves room for (far more than any decoder has). */
+const MAX_BLOCKS = 4096;
+
+function isTape(saved: BlockTape | Float32Array): saved is BlockTape {
+  return !(saved instanceof Float32Array || saved instanceof Float64Array);
+}
+
+/** A frozen linear (+ bias) plus its adapter when it has one. */
+function linearForward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, x: Float32Array, n: number, rng: Rng, bias?: Float32Array): Float32Array {
+  const out = like(x, n * w.rows);
+  frozenLinearForward(graph.kernels, out, w, x, n, bias);
+  graph.adapters[i]?.[name]?.forward(out, x, n, graph.dropout, rng);
+  return out;
+}
+
+function linearBackward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, dx: Float32Array, dy: Float32Array, n: number): void {
+  frozenLinearBackward(dx, w, dy, n, graph.kernels);
+  graph.adapters[i]?.[name]?.backward(dx, dy, n);
+}
+
+function attentionShape(graph: TrainingGraph, i: number, batch: PackedBatch): AttentionShape {
+  const { numHeads, numKVHeads, headDim, attentionScale, layerWindows } = graph.config;
+  return {
+    tokens: batch.tokens.length,
+    numHeads,
+    numKVHeads,
+    headDim,
+    sequenceStart: batch.sequenceStart,
+    scale: attentionScale,
+    window: layerWindows[i]!,
+  };
+}
+
+function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights, x: Float32Array, batch: PackedBatch, rng: Rng): BlockTape {
+  const { config } = graph;
+  const { hiddenSize: hidden, numHeads, numKVHeads, headDim, rmsEps, normUnitOffset, ropeMode } = config;
+  const n = batch.tokens.length;
+  const h1 = like(x, n * hidden);
+  const inv1 = rmsNormForward(h1, x, block.attnNorm, n, hidden, rmsEps, normUnitOffset);
+  const qRaw = linearForward(graph, i, "q", block.q, h1, n, rng, block.qBias);
+  const kRaw = linearForward(graph, i, "k", block.k, h1, n, rng, block.kBias);
+  const v = linearForward(graph, i, "v", block.v, h1, n, rng, block.vBias);
+  let q = qRaw;
+  let k = kRaw;
+  let invQ: Float64Array | undefined;
+  let invK: Float64Array | undefined;
+  if (block.qNorm) {
+    q = like(x, qRaw.length);
+    invQ = rmsNormForward(q, qRaw, block.qNorm, n * numHeads, headDim, rmsEps, normUnitOffset);
+  } else q = qRaw.slice();
+  if (block.kNorm) {
+    k = like(x, kRaw.length);
+    invK = rmsNormForward(k, kRaw, block.kNorm, n * numKVHeads, headDim, rmsEps, normUnitOffset);
+  } else k = kRaw.slice();
+  const frequencies = graph.ropeFrequencies[i]!;
+  applyRope(q, n, numHeads, headDim, batch.positions, frequencies, ropeMode);
+  applyRope(k, n, numKVHeads, headDim, batch.positions, frequencies, ropeMode);
+  const attended = like(x, n * numHeads * headDim);
+  const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch));
+  const o = linearForward(graph, i, "o", block.o, attended, n, rng, block.oBias);
+  const post = postNorm(o, block.postAttentionNorm, config, n);
+  const x1 = like(x, n * hidden);
+  for (let j = 0; j < x1.length; j++) x1[j] = x[j]! + post.out[j]!;
+  const h2 = like(x, n * hidden);
+  const inv2 = rmsNormForward(h2, x1, block.ffnNorm, n, hidden, rmsEps, normUnitOffset);
+  const gate = linearForward(graph, i, "gate", block.gate, h2, n, rng);
+  const up = linearForward(graph, i, "up", block.up, h2, n, rng);
+  const mixed = like(x, gate.length);
+  gatedForward(mixed, gate, up, gate.length, config.activation);
+  return {
+    x,
+    h1,
+    inv1,
+    qRaw: block.qNorm ? qRaw : undefined,
+    kRaw: block.kNorm ? kRaw : undefined,
+    invQ,
+    invK,
+    q,
+    k,
+    v,
+    weights,
+    attended,
+    o: block.postAttentionNorm ? o : undefined,
+    invO: post.inverse,
+    x1,
+    h2,
+    inv2,
+    gate,
+    up,
+    mixed,
+  };
+}
+
+/** y normed by a post-norm when the block has one (kept with its 1 / rms), else y itself. */
+function postNorm(y: Float32Array, weight: Float32Array | undefined, config: ModelConfig, n: number): { out: Float32Array; inverse?: Float64Array } {
+  if (!weight) return { out: y };
+  const out = like(y, y.length);
+  const inverse = rmsNormForward(out, y, weight, n, config.hiddenSize, config.rmsEps, config.normUnitOffset);
+  return { out, inverse };
+}
+
+/** The gradient of a post-norm's input from its output's (dy itself without a post-norm). */
+function postNormBackward(dy: Float32Array, y: Float32Array | undefined, weight: Float32Array | undefined, inverse: Float64Array | undefined, config: ModelConfig, n: number): Float32Array {
+  if (!weight) return dy;
+  const dx = like(dy, dy.length);
+  rmsNormBackward(dx, dy, y!, weight, inverse!, n, config.hiddenSize, config.normUnitOffset);
+  return dx;
+}
+
+/** The block's output x1 + (post-normed) down(mixed); the down projection's output is kept only for a post-norm. */
+function blockOutput(tape: BlockTape, graph: TrainingGraph, i: number, block: LlamaBlockWeights, n: number, rng: Rng): Float32Array {
+  const down = linearForward(graph, i, "down", block.down, tape.mixed, n, rng);
+  const post = postNorm(down, block.postFfnNorm, graph.config, n);
+  if (block.postFfnNorm) {
+    tape.down = down;
+    tape.invDown = post.inverse;
+  }
+  const out = like(down, down.length);
+  for (let j = 0; j < out.length; j++) out[j] = post.out[j]! + tape.x1[j]!;
+  return out;
+}
+
+/** Given the gradient of the block's output, returns that of its input (and adds the adapters' gradients). */
+function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights, tape: BlockTape, dOut: Float32Array, batch: PackedBatch): Float32Array {
+  const { config } = graph;
+  const { hiddenSize: hidden, numHeads, numKVHeads, headDim, normUnitOffset, ropeMode } = config;
+  const n = batch.tokens.length;
+  // MLP: dx1 = dOut + the MLP's input gradient through the norm.
+  const dMixed = like(dOut, tape.mixed.length);
+  const dDown = postNormBackward(dOut, tape.down, block.postFfnNorm, tape.invDown, config, n);
+  linearBackward(graph, i, "down", block.down, dMixed, dDown, n);
+  const dGate = like(dOut, tape.gate.length);
+  const dUp = like(dOut, tape.up.length);
+  gatedBackward(dGate, dUp, dMixed, tape.gate, tape.up, tape.gate.length, config.activation);
+  const dH2 = like(dOut, n * hidden);
+  linearBackward(graph, i, "gate", block.gate, dH2, dGate, n);
+  linearBackward(graph, i, "up", block.up, dH2, dUp, n);
+  const dX1 = dOut.slice();
+  rmsNormBackward(dX1, dH2, tape.x1, block.ffnNorm, tape.inv2, n, hidden, normUnitOffset);
+
+  // Attention: dx = dx1 + the attention's input gradient through the norm.
+  const dAttended = like(dOut, tape.attended.length);
+  const dO = postNormBackward(dX1, tape.o, block.postAttentionNorm, tape.invO, config, n);
+  linearBackward(graph, i, "o", block.o, dAttended, dO, n);
+  const dq = like(dOut, tape.q.length);
+  const dk = like(dOut, tape.k.length);
+  const dv = like(dOut, tape.v.length);
+  attentionBackward(dq, dk, dv, dAttended, tape.q, tape.k, tape.v, tape.weights, attentionShape(graph, i, batch));
+  ropeBackward(dq, n, numHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
+  ropeBackward(dk, n, numKVHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
+  const dqRaw = block.qNorm ? headNormBackward(dq, tape.qRaw!, block.qNorm, tape.invQ!, n * numHeads, headDim, normUnitOffset) : dq;
+  const dkRaw = block.kNorm ? headNormBackward(dk, tape.kRaw!, block.kNorm, tape.invK!, n * numKVHeads, headDim, normUnitOffset) : dk;
+  const dH1 = like(dOut, n * hidden);
+  linearBackward(graph, i, "q", block.q, dH1, dqRaw, n);
+  linearBackward(graph, i, "k", block.k, dH1, dkRaw, n);
+  linearBackward(graph, i, "v", block.v, dH1, dv, n);
+  const dX = dX1;
+  rmsNormBackward(dX, dH1, tape.x, block.attnNorm, tape.inv1, n, hidden, normUnitOffset);
+  return dX;
+}
+
+function headNormBackward(dy: Float32Array, x: Float32Array, weight: Float32Array, inverse: Float64Array, rows: number, dim: number, unitOffset: number): Float32Array {
+  const dx = like(dy, dy.length);
+  rmsNormBackward(dx, dy, x, weight, inverse, rows, dim, unitOffset);
+  return dx;
+}

@@ -1,0 +1,263 @@
+/**
+ * LoRA training on a loaded Transformer: applyLoRA attaches adapters to the
+ * chosen linears of every block (the forward adds them from then on), step
+ * runs one forward + backward + AdamW update over a batch.
+ */
+import {
+  defaultLoRAConfig,
+  InferenceError,
+  LORA_TARGET_MODULES,
+  type LoRAConfig,
+  Rng,
+  type TrainBatch,
+  type TrainStepOptions,
+  type TrainStepResult,
+} from "@infer/core";
+import type { WeightMatrix } from "../kernels/types.js";
+import type { TrainableBlocks } from "../engine/block-weights.js";
+import type { ModelConfig } from "../engine/config.js";
+import type { LoraDeltas } from "../engine/lora.js";
+import type { Transformer } from "../engine/transformer.js";
+import { baseWeightName, inLayout, loraDeltas, writePeftFolder, type LoraAdapter, type LoraModule } from "../lora/index.js";
+import { ADAMW_DEFAULTS, type AdamWSettings, AdamWState } from "./adamw.js";
+import { lossAndGradients, type AdaptedLinear, type TrainingGraph } from "./llama-graph.js";
+import { LoraLinear } from "./lora-linear.js";
+import { packBatch } from "./pack-batch.js";
+
+/** PEFT's module names to the block fields they adapt. */
+const MODULE_FIELDS: Readonly<Record<(typeof LORA_TARGET_MODULES)[number], AdaptedLinear>> = {
+  q_proj: "q",
+  k_proj: "k",
+  v_proj: "v",
+  o_proj: "o",
+  gate_proj: "gate",
+  up_proj: "up",
+  down_proj: "down",
+};
+
+/** The seed when LoRAConfig names none: training is reproducible by default. */
+const DEFAULT_SEED = 0;
+
+/** An adapter being trained: its matrices, optimizer state and step count. */
+export class TrainedAdapter {
+  readonly linears: LoraLinear[];
+  readonly perBlock: Partial<Record<AdaptedLinear, LoraLinear>>[];
+  readonly optimizer: AdamWState[];
+  /** Draws dropout masks, seeded from the config. */
+  readonly rng: Rng;
+  /** Optimizer steps taken. */
+  steps = 0;
+
+  constructor(
+    readonly config: LoRAConfig,
+    private readonly trainable: TrainableBlocks,
+    private readonly model: { config: ModelConfig; format: "gguf" | "safetensors" },
+  ) {
+    const seed = config.seed ?? DEFAULT_SEED;
+    const init = new Rng(seed);
+    this.rng = new Rng(seed + 1);
+    this.linears = [];
+    this.perBlock = trainable.blocks.map((block, layer) => {
+      const adapters: Partial<Record<AdaptedLinear, LoraLinear>> = {};
+      // PEFT's module order within a block, so one seed always gives the same matrices.
+      for (const module of LORA_TARGET_MODULES) {
+        if (!config.targetModules.includes(module)) continue;
+        const field = MODULE_FIELDS[module];
+        const w = block[field];
+        const linear = new LoraLinear(layer, module, w.cols, w.rows, config.rank, config.alpha / config.rank, init);
+        adapters[field] = linear;
+        this.linears.push(linear);
+      }
+      return adapters;
+    });
+    this.optimizer = this.linears.flatMap((l) => [new AdamWState(l.a, l.gradA), new AdamWState(l.b, l.gradB)]);
+  }
+
+  /** Writes a PEFT folder (adapter_config.json, adapter_model.safetensors), q/k rows in Hugging Face order. */
+  async save(dir: string): Promise<void> {
+    const { architecture } = this.model.config;
+    await writePeftFolder(dir, inLayout(this.snapshot(), "hf", architecture, this.model.config));
+  }
+
+  /** The adapter's current values as a LoRA adapter of lora/, in the base's q/k row order. */
+  snapshot(): LoraAdapter {
+    return {
+      ...this.config,
+      targetModules: [...this.config.targetModules] as LoraModule[],
+      useRslora: false,
+      layout: this.model.format === "gguf" ? "gguf" : "hf",
+      pairs: this.linears.map((l) => ({
+        layer: l.layer,
+        module: l.module as LoraModule,
+        rank: l.rank,
+        inFeatures: l.inFeatures,
+        outFeatures: l.outFeatures,
+        a: l.a.slice(),
+        b: l.b.slice(),
+      })),
+      source: "the adapter in training",
+    };
+  }
+
+  /** The deltas the forward adds (copies: the kernels may keep a matrix they have seen, so each update makes new ones). */
+  deltas(): LoraDeltas {
+    const matrices = new Map<string, WeightMatrix>();
+    this.perBlock.forEach((adapters, i) => {
+      for (const [field, linear] of Object.entries(adapters) as [AdaptedLinear, LoraLinear][]) {
+        matrices.set(baseWeightName(i, linear.module as LoraModule), this.trainable.blocks[i]![field]);
+      }
+    });
+    return loraDeltas(this.snapshot(), { config: this.model.config, format: this.model.format, matrices });
+  }
+
+  get totalParams(): number {
+    return this.linears.reduce((sum, l) => sum + l.parameterCount, 0);
+  }
+
+}
+
+export class LoraTrainer {
+  private adapter: TrainedAdapter | undefined;
+
+  constructor(
+    private readonly transformer: Transformer,
+    /** The base's file format: a GGUF llama's q/k rows are permuted, and adapters follow its order. */
+    private readonly format: "gguf" | "safetensors",
+  ) {}
+
+  /** The adapter applied last, if any. */
+  get current(): TrainedAdapter | undefined {
+    return this.adapter;
+  }
+
+  /** Attaches a fresh adapter (replacing any before it) and returns it. */
+  apply(partial: Partial<LoRAConfig> = {}): TrainedAdapter {
+    const trainable = this.trainable();
+    const config = validateLoRAConfig({ ...defaultLoRAConfig(), ...partial }, this.transformer.config.architecture);
+    const adapter = new TrainedAdapter(config, trainable, { config: this.transformer.config, format: this.format });
+    this.adapter = adapter;
+    this.transformer.lora = adapter.deltas();
+    return adapter;
+  }
+
+  /** One AdamW step over the batch; the loss is that of the parameters before the update. */
+  step(batch: TrainBatch, options: TrainStepOptions = {}): TrainStepResult {
+    const adapter = this.adapter;
+    if (!adapter) throw new InferenceError("NO_ADAPTER", "trainStep needs an adapter: call applyLoRA first");
+    const settings = adamWSettings(options);
+    const packed = packBatch(batch, this.transformer.config.vocabSize);
+    const graph = { ...this.graph(adapter), checkpoint: options.gradientCheckpointing === true };
+    for (const linear of adapter.linears) {
+      linear.gradA.fill(0);
+      linear.gradB.fill(0);
+    }
+    const { sum, count } = lossAndGradients(graph, packed, true);
+    const loss = sum / count;
+    const stepNumber = adapter.steps + 1;
+    const finiteGradients = adapter.linears.every((l) => allFinite(l.gradA) && allFinite(l.gradB));
+    if (!Number.isFinite(loss) || !finiteGradients) {
+      throw new InferenceError(
+        "TRAINING_DIVERGED",
+        `training step ${stepNumber}: the ${Number.isFinite(loss) ? "gradients are" : `loss is ${loss}`} not finite; the adapter keeps its parameters from before this step`,
+        { details: { step: stepNumber, loss } },
+      );
+    }
+    adapter.steps = stepNumber;
+    for (const state of adapter.optimizer) state.update(stepNumber, settings);
+    this.transformer.lora = adapter.deltas();
+    return { loss, tokens: count };
+  }
+
+  /** The mean loss of a batch with the current adapter (or none), no update. */
+  loss(batch: TrainBatch): TrainStepResult {
+    const packed = packBatch(batch, this.transformer.config.vocabSize);
+    const adapter = this.adapter;
+    const { sum, count } = lossAndGradients(this.graph(adapter), packed, false);
+    return { loss: sum / count, tokens: count };
+  }
+
+  private graph(adapter: TrainedAdapter | undefined): TrainingGraph {
+    return trainingGraph(this.transformer, adapter);
+  }
+
+  private trainable(): TrainableBlocks {
+    return trainableBlocks(this.transformer);
+  }
+}
+
+/** The blocks of a model training covers; TRAINING_UNSUPPORTED for the others. */
+function trainableBlocks(transformer: Transformer): TrainableBlocks {
+  const { config, weights } = transformer;
+  if (!weights.trainable || config.attentionSoftcap > 0 || config.finalLogitSoftcap > 0) {
+    throw new InferenceError("TRAINING_UNSUPPORTED", `backend wasm cannot train ${config.architecture} models yet (llama, qwen2, qwen3 and gemma3 without soft-capping train)`, {
+      details: { architecture: config.architecture },
+    });
+  }
+  return weights.trainable;
+}
+
+/** The training graph of a model with an adapter (or none); `float64` runs it in double precision (reference kernels only). */
+export function trainingGraph(transformer: Transformer, adapter: TrainedAdapter | undefined, float64 = false): TrainingGraph {
+  const trainable = trainableBlocks(transformer);
+  return {
+    config: transformer.config,
+    kernels: transformer.kernels,
+    head: transformer.weights,
+    blocks: trainable.blocks,
+    ropeFrequencies: trainable.ropeFrequencies,
+    adapters: adapter?.perBlock ?? [],
+    dropout: adapter?.config.dropout ?? 0,
+    rng: adapter?.rng ?? new Rng(DEFAULT_SEED),
+    float64,
+  };
+}
+
+function allFinite(values: Float32Array): boolean {
+  for (let i = 0; i < values.length; i++) if (!Number.isFinite(values[i])) return false;
+  return true;
+}
+
+function invalid(field: string, message: string, value: unknown): InferenceError {
+  return new InferenceError("INVALID_OPTION", message, { details: { option: field, value } });
+}
+
+/** Checks every field; the returned config is a copy with its own target list. */
+export function validateLoRAConfig(config: LoRAConfig, architecture: string): LoRAConfig {
+  const { rank, alpha, dropout, targetModules, seed } = config;
+  if (!Number.isInteger(rank) || rank <= 0) throw invalid("rank", `LoRA rank must be a positive integer, got ${rank}`, rank);
+  if (typeof alpha !== "number" || !Number.isFinite(alpha) || alpha <= 0) throw invalid("alpha", `LoRA alpha must be a positive number, got ${alpha}`, alpha);
+  if (typeof dropout !== "number" || !(dropout >= 0 && dropout < 1)) throw invalid("dropout", `LoRA dropout must be in [0, 1), got ${dropout}`, dropout);
+  if (seed !== undefined && !Number.isSafeInteger(seed)) throw invalid("seed", `LoRA seed must be an integer, got ${seed}`, seed);
+  if (!Array.isArray(targetModules) || targetModules.length === 0) {
+    throw invalid("targetModules", "LoRA targetModules must name at least one module", targetModules);
+  }
+  for (const module of targetModules) {
+    if (!(LORA_TARGET_MODULES as readonly unknown[]).includes(module)) {
+      throw invalid(
+        "targetModules",
+        `target module ${String(module)} is not in the ${architecture} architecture (it has ${LORA_TARGET_MODULES.join(", ")})`,
+        module,
+      );
+    }
+  }
+  return { ...config, targetModules: [...new Set(targetModules)] };
+}
+
+function adamWSettings(options: TrainStepOptions): AdamWSettings {
+  const settings: AdamWSettings = {
+    learningRate: options.learningRate ?? ADAMW_DEFAULTS.learningRate,
+    beta1: options.betas?.[0] ?? ADAMW_DEFAULTS.beta1,
+    beta2: options.betas?.[1] ?? ADAMW_DEFAULTS.beta2,
+    eps: options.eps ?? ADAMW_DEFAULTS.eps,
+    weightDecay: options.weightDecay ?? ADAMW_DEFAULTS.weightDecay,
+  };
+  const check = (field: string, value: number, ok: boolean) => {
+    if (!Number.isFinite(value) || !ok) throw invalid(field, `trainStep option ${field} is out of range: ${value}`, value);
+  };
+  check("learningRate", settings.learningRate, settings.learningRate >= 0);
+  check("betas", settings.beta1, settings.beta1 >= 0 && settings.beta1 < 1);
+  check("betas", settings.beta2, settings.beta2 >= 0 && settings.beta2 < 1);
+  check("eps", settings.eps, settings.eps >= 0);
+  check("weightDecay", settings.weightDecay, settings.weightDecay >= 0);
+  return settings;
+}

@@ -1,0 +1,41 @@
+/** The gated MLP's middle, out = act(gate) · up, and its backward (SiLU and tanh-GELU). */
+import { silu, type Activation } from "../../kernels/ops.js";
+
+const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
+const GELU_CUBIC = 0.044715;
+
+/** d act(x) / dx. */
+function activationSlope(x: number, activation: Activation): number {
+  if (activation === "silu") {
+    const s = 1 / (1 + Math.exp(-x));
+    return s * (1 + x * (1 - s));
+  }
+  const t = Math.tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * GELU_CUBIC * x * x);
+}
+
+function activate(x: number, activation: Activation): number {
+  if (activation === "silu") return silu(x);
+  return 0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)));
+}
+
+export function gatedForward(out: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void {
+  for (let i = 0; i < count; i++) out[i] = activate(gate[i]!, activation) * up[i]!;
+}
+
+/** dGate += dOut · up · act'(gate); dUp += dOut · act(gate). */
+export function gatedBackward(
+  dGate: Float32Array,
+  dUp: Float32Array,
+  dOut: Float32Array,
+  gate: Float32Array,
+  up: Float32Array,
+  count: number,
+  activation: Activation,
+): void {
+  for (let i = 0; i < count; i++) {
+    const g = gate[i]!;
+    dGate[i] = dGate[i]! + dOut[i]! * up[i]! * activationSlope(g, activation);
+    dUp[i] = dUp[i]! + dOut[i]! * activate(g, activation);
+  }
+}

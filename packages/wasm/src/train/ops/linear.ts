@@ -1,0 +1,140 @@
+/**
+ * Linear layers, forward and backward. A frozen base matrix stays in its
+ * stored encoding (F32, F16, BF16, Q8_0, K-quants, the kernels' interleaved
+ * layouts): the forward runs it through the kernels' matmul, the backward
+ * dequantizes one row at a time. Dense float32 matrices (LoRA's A and B) are
+ * trained, so their backward also gives the weight gradient. Sums run in float64.
+ */
+import { GgmlType } from "@infer/formats";
+import type { Kernels, WeightMatrix } from "../../kernels/types.js";
+import { dequantizeMatrixRow, float32View } from "../../kernels/dequant.js";
+
+/** out [n, w.rows] = x [n, w.cols] · wᵀ (+ bias [w.rows]). */
+export function frozenLinearForward(kernels: Kernels, out: Float32Array, w: WeightMatrix, x: Float32Array, n: number, bias?: Float32Array): void {
+  kernels.matmul(out, w, x, n);
+  if (bias) addRows(out, bias, n);
+}
+
+/** Element bytes of the float encodings a transpose keeps exactly. */
+const FLOAT_BYTES: ReadonlyMap<number, number> = new Map([
+  [GgmlType.F32, 4],
+  [GgmlType.F16, 2],
+  [GgmlType.BF16, 2],
+]);
+
+/** Transposed copies of float base matrices, made on their first backward and kept while the matrix lives. */
+const transposes = new WeakMap<WeightMatrix, WeightMatrix>();
+
+/**
+ * wᵀ [cols, rows] in w's own float encoding (the same values, moved), so the
+ * backward's dy · w runs as the kernels' matmul; undefined for block-quantized
+ * types, whose rows cannot be transposed without re-encoding them.
+ */
+function transposed(w: WeightMatrix): WeightMatrix | undefined {
+  const size = FLOAT_BYTES.get(w.type);
+  if (size === undefined) return undefined;
+  let t = transposes.get(w);
+  if (!t) {
+    const { rows, cols, data } = w;
+    const out = new Uint8Array(data.length);
+    for (let r = 0; r < rows; r++) {
+      for (let c = 0; c < cols; c++) {
+        const from = (r * cols + c) * size;
+        out.set(data.subarray(from, from + size), (c * rows + r) * size);
+      }
+    }
+    t = { type: w.type, rows: cols, cols: rows, data: out };
+    transposes.set(w, t);
+  }
+  return t;
+}
+
+/**
+ * dx [n, w.cols] += dy [n, w.rows] · w (the gradient of a frozen linear's
+ * input). A float base runs on the kernels as wᵀ (a transposed copy, made
+ * once: twice an F32 base's bytes while training); a block-quantized one stays
+ * as stored, dequantized a row at a time here (QLoRA's memory, not its speed).
+ */
+export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number, kernels?: Kernels): void {
+  const t = kernels ? transposed(w) : undefined;
+  if (kernels && t) {
+    const product = new (dx.constructor as Float32ArrayConstructor)(n * w.cols);
+    kernels.matmul(product, t, dy, n);
+    for (let i = 0; i < product.length; i++) dx[i] = dx[i]! + product[i]!;
+    return;
+  }
+  const { rows, cols } = w;
+  const f32 = w.type === GgmlType.F32 ? float32View(w) : undefined;
+  const row = new Float32Array(cols); // one dequantized row
+  const acc = new Float64Array(n * cols); // [n, cols]
+  for (let r = 0; r < rows; r++) {
+    if (f32) row.set(f32.subarray(r * cols, (r + 1) * cols));
+    else dequantizeMatrixRow(w, r, row);
+    for (let b = 0; b < n; b++) {
+      const g = dy[b * rows + r]!;
+      if (g === 0) continue;
+      const base = b * cols;
+      for (let c = 0; c < cols; c++) acc[base + c] += g * row[c]!;
+    }
+  }
+  for (let i = 0; i < n * cols; i++) dx[i] = dx[i]! + acc[i]!;
+}
+
+/** out [n, rows] = x [n, cols] · wᵀ for a dense w [rows, cols]. */
+export function denseForward(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, n: number): void {
+  for (let b = 0; b < n; b++) {
+    const xBase = b * cols;
+    for (let r = 0; r < rows; r++) {
+      const wBase = r * cols;
+      let sum = 0;
+      for (let c = 0; c < cols; c++) sum += w[wBase + c]! * x[xBase + c]!;
+      out[b * rows + r] = sum;
+    }
+  }
+}
+
+/**
+ * Backward of denseForward: dw [rows, cols] += dyᵀ · x, and dx [n, cols] += dy · w
+ * when dx is given.
+ */
+export function denseBackward(
+  dw: Float32Array,
+  dx: Float32Array | undefined,
+  w: Float32Array,
+  rows: number,
+  cols: number,
+  x: Float32Array,
+  dy: Float32Array,
+  n: number,
+): void {
+  const acc = new Float64Array(cols);
+  for (let r = 0; r < rows; r++) {
+    acc.fill(0);
+    for (let b = 0; b < n; b++) {
+      const g = dy[b * rows + r]!;
+      if (g === 0) continue;
+      const xBase = b * cols;
+      for (let c = 0; c < cols; c++) acc[c] += g * x[xBase + c]!;
+    }
+    const wBase = r * cols;
+    for (let c = 0; c < cols; c++) dw[wBase + c] = dw[wBase + c]! + acc[c]!;
+  }
+  if (!dx) return;
+  for (let b = 0; b < n; b++) {
+    acc.fill(0);
+    for (let r = 0; r < rows; r++) {
+      const g = dy[b * rows + r]!;
+      if (g === 0) continue;
+      const wBase = r * cols;
+      for (let c = 0; c < cols; c++) acc[c] += g * w[wBase + c]!;
+    }
+    const xBase = b * cols;
+    for (let c = 0; c < cols; c++) dx[xBase + c] = dx[xBase + c]! + acc[c]!;
+  }
+}
+
+/** x[r, :] += bias for r < rows. */
+export function addRows(x: Float32Array, bias: Float32Array, rows: number): void {
+  const dim = bias.length;
+  for (let r = 0; r < rows; r++) for (let i = 0; i < dim; i++) x[r * dim + i] = x[r * dim + i]! + bias[i]!;
+}

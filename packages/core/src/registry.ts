@@ -3,6 +3,7 @@ import { InferenceError, toInferenceError } from "./errors.js";
 import type { TextModel } from "./model.js";
 import { type LoadOptions, validateLoadOptions } from "./options.js";
 import type { ModelFormat } from "./types.js";
+import { isHttpUrl, urlFormat } from "./urls.js";
 
 /** A backend: one way of running models, registered by importing its package. */
 export interface Backend {
@@ -111,7 +112,8 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
     throw new InferenceError("INVALID_OPTION", "model path must be a non-empty string");
   }
   validateLoadOptions(options);
-  if (host && !(await host.exists(path))) {
+  // A URL names a server or a file some backend fetches: there is nothing local to look for.
+  if (host && !isHttpUrl(path) && !(await host.exists(path))) {
     throw new InferenceError("MODEL_NOT_FOUND", `no model at '${path}'`, { details: { path } });
   }
   if (options.backend !== undefined) {
@@ -125,7 +127,7 @@ export async function loadModel(path: string, options: LoadOptions = {}): Promis
     if (!(await backend.canLoad(path).catch(() => false))) continue;
     if (await isAvailable(backend)) return (await loadWithFaster(backend, path, options)) ?? loadWith(backend, path, options);
   }
-  const format = host ? await host.detectFormat(path) : "unknown";
+  const format = urlFormat(path) ?? (host ? await host.detectFormat(path) : "unknown");
   throw new InferenceError(
     "NO_BACKEND_FOR_FORMAT",
     `no available backend can load '${path}' (detected format: ${format}; registered backends: ${

@@ -63,6 +63,10 @@ const LOAD_CASES: Record<string, { good: unknown[]; bad: unknown[] }> = {
   kvType: { good: ["f16", "Q8_0"], bad: ["q4_0", "int8"] },
   batchSize: { good: [1, 512], bad: [0, 2.5, "64"] },
   isolate: { good: [true, false], bad: ["yes", 1] },
+  remote: {
+    good: [{}, { model: "m", apiKey: "k", headers: { "x-a": "b" }, timeoutMs: 1, maxRetries: 0, maxConcurrency: 16 }],
+    bad: ["http://h", null, { timeoutMs: 0 }, { maxRetries: -1 }, { headers: { a: 1 } }, { model: "" }, { api_key: "k" }],
+  },
 };
 
 describe("generate options", () => {

@@ -6,7 +6,7 @@
 //   node scripts/llama-server/build.mjs --check prints the path when cached, else exits 1 without building
 // Environment: INFER_LLAMA_SERVER_CACHE overrides the cache root (default ~/.cache/infer/llama-server).
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, openSync, closeSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -60,10 +60,62 @@ const cmakeOptions = [
   "-DLLAMA_BUILD_TOOLS=ON",
 ];
 
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function sleepSync(ms) {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/**
+ * Holds the cache's build lock (a file naming the building process) while
+ * `work` runs, so that test processes started together build once: the others
+ * wait for the holder, and take over a lock whose holder died.
+ */
+function withBuildLock(work) {
+  const lock = join(cacheRoot(), ".build.lock");
+  mkdirSync(cacheRoot(), { recursive: true });
+  for (;;) {
+    try {
+      closeSync(openSync(lock, "wx"));
+      writeFileSync(lock, String(process.pid));
+      break;
+    } catch {
+      const holder = Number(readFileSync(lock, "utf8") || "0");
+      if (holder > 0 && !alive(holder)) rmSync(lock, { force: true });
+      else sleepSync(2_000);
+    }
+  }
+  try {
+    return work();
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
 /** Returns the llama-server binary's path, building it first when the cache has none for this version. */
 export function ensureLlamaServer({ log = console.error } = {}) {
   const binary = llamaServerPath();
   if (existsSync(binary)) return binary;
+  return withBuildLock(() => {
+    if (existsSync(binary)) return binary; // built by the process we waited for
+    // Work folders of builds that were killed.
+    for (const name of readdirSync(cacheRoot())) {
+      const pid = /^\.build-(\d+)$/.exec(name)?.[1];
+      if (pid && !alive(Number(pid))) rmSync(join(cacheRoot(), name), { recursive: true, force: true });
+    }
+    build(binary, log);
+    return binary;
+  });
+}
+
+function build(binary, log) {
   const versionDir = dirname(binary);
   const work = join(cacheRoot(), `.build-${process.pid}`);
   rmSync(work, { recursive: true, force: true });
@@ -72,17 +124,16 @@ export function ensureLlamaServer({ log = console.error } = {}) {
     log(`llama-server: building ${versionDir} (once per machine; slow)`);
     const src = join(work, "src");
     run("git", ["clone", "--quiet", join(llamaDir, "gitRelease.bundle"), src], work);
-    const build = join(work, "build");
-    run("cmake", ["-S", src, "-B", build, ...cmakeOptions], work);
-    run("cmake", ["--build", build, "--target", "llama-server", "--parallel"], work);
+    const buildDir = join(work, "build");
+    run("cmake", ["-S", src, "-B", buildDir, ...cmakeOptions], work);
+    run("cmake", ["--build", buildDir, "--target", "llama-server", "--parallel"], work);
     mkdirSync(versionDir, { recursive: true });
-    // Rename last, so a half-built or interrupted build never looks cached.
-    renameSync(join(build, "bin", "llama-server"), binary);
     writeFileSync(join(versionDir, "BUILD.txt"), `cmake ${cmakeOptions.join(" ")}\n`);
+    // Rename last, so a half-built or interrupted build never looks cached.
+    renameSync(join(buildDir, "bin", "llama-server"), binary);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
-  return binary;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -50,13 +50,17 @@ export function connectionFailure(url: string, error: unknown): { error: Inferen
 }
 
 /** The message a server put in an error body: OpenAI's `{error: {message}}`, vLLM's `{message}`, TGI's `{error: "..."}`. */
-export function serverMessage(body: unknown, text: string): { message: string; type?: string } {
+export function serverMessage(body: unknown, text: string): { message: string; type?: string; code?: string } {
   const b = body as { error?: unknown; message?: unknown; type?: unknown } | null;
   if (b && typeof b === "object") {
     if (typeof b.error === "string") return { message: b.error };
-    const inner = b.error as { message?: unknown; type?: unknown } | undefined;
+    const inner = b.error as { message?: unknown; type?: unknown; code?: unknown } | undefined;
     if (inner && typeof inner === "object" && typeof inner.message === "string") {
-      return { message: inner.message, type: typeof inner.type === "string" ? inner.type : undefined };
+      return {
+        message: inner.message,
+        type: typeof inner.type === "string" ? inner.type : undefined,
+        code: typeof inner.code === "string" ? inner.code : undefined,
+      };
     }
     if (typeof b.message === "string") return { message: b.message, type: typeof b.type === "string" ? b.type : undefined };
   }
@@ -68,9 +72,10 @@ const CONTEXT_MESSAGES = /exceeds? the available context|maximum context length|
 
 /** An HTTP error answer (status >= 400) as the InferenceError a caller branches on. */
 export function statusFailure(url: string, status: number, body: unknown, text: string, retryAfterMs?: number): InferenceError {
-  const { message, type } = serverMessage(body, text);
+  const { message, type, code } = serverMessage(body, text);
   const details = { status, serverMessage: message, ...(type ? { serverType: type } : {}), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
-  if (status === 400 && (type === "exceed_context_size_error" || CONTEXT_MESSAGES.test(message))) {
+  const overflow = type === "exceed_context_size_error" || code === "context_length_exceeded" || CONTEXT_MESSAGES.test(message);
+  if (status === 400 && overflow) {
     return new InferenceError("CONTEXT_OVERFLOW", `remote server ${url}: the prompt does not fit the context: ${message}`, {
       details: { url, ...details },
     });

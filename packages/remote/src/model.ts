@@ -209,6 +209,9 @@ export class RemoteModel extends BaseTextModel {
 /**
  * The tokens of one streamed answer until the server finishes it (a stop
  * token ends it as "stop"); a stream that ends unfinished is the server gone.
+ * The answer's last token (`maxTokens`, which the server was told too) is
+ * held until the rest of the stream is read: the server's counts come after
+ * it, and the consumer stops reading once it has that token.
  */
 async function* answerTokens(
   events: EventStream,
@@ -217,18 +220,22 @@ async function* answerTokens(
   progress: CallProgress,
 ): AsyncGenerator<Token, FinishReason, undefined> {
   let finish: FinishReason | undefined;
+  let last: Token | undefined;
   for (;;) {
     const step = await events.next();
     if (step.done) {
-      if (finish === undefined) throw unavailable(url, "the stream ended before the server finished the answer (did it stop?)");
-      return finish;
+      if (finish === undefined && last === undefined) throw unavailable(url, "the stream ended before the server finished the answer (did it stop?)");
+      if (last) yield last;
+      return finish ?? "length";
     }
     const answer = parseAnswer(step.value, url, options.logprobs);
     progress.count(answer.counts);
     for (const token of answer.tokens) {
+      if (last) throw remoteError(url, `sent more than the ${options.maxTokens} tokens asked for`);
       if (options.stopTokens.includes(token.id)) return "stop";
       progress.token();
-      yield token;
+      if (progress.generatedTokens === options.maxTokens) last = token;
+      else yield token;
     }
     finish ??= answer.finish;
   }

@@ -9,6 +9,10 @@ export class CallProgress {
 
   constructor(private readonly started: number) {}
 
+  get generatedTokens(): number {
+    return this.generated;
+  }
+
   /** A token was handed on (those after a stop string or maxTokens are never read, so never counted). */
   token(): void {
     this.generated++;

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { createServer } from "node:net";
 import { after, describe, test } from "node:test";
 import { type InferenceError, isInferenceError, type TextModel } from "@infer/core";
 import { assertCode } from "@infer/core/testing";
 import { loadRemoteModel } from "../src/index.js";
+import { freePort as closedPort } from "./llama-server.js";
 import { json, openSse, startFake, streamTokens, tokenEvent, type FakeServer } from "./fake-server.js";
 
 const fakes: FakeServer[] = [];
@@ -15,15 +15,6 @@ async function fake(...args: Parameters<typeof startFake>): Promise<FakeServer> 
   const server = await startFake(...args);
   fakes.push(server);
   return server;
-}
-
-/** A port nothing listens on: bound, then released. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 async function timed<T>(work: Promise<T>): Promise<[T | unknown, number]> {

@@ -95,8 +95,13 @@ export class RemoteModel extends BaseTextModel {
       const { body } = await this.http.json(url, { tokens: ids }, signal);
       const content = (body as { content?: unknown }).content;
       if (typeof content !== "string") throw remoteError(url, "answered no 'content' string");
-      return content;
+      return this.withoutSpacePrefix(content);
     }, options.signal);
+  }
+
+  /** A text's start as decoding ids gives it: without the tokenizer's space prefix (see ServerFacts.spacePrefix). */
+  private withoutSpacePrefix(text: string): string {
+    return this.facts.spacePrefix && text.startsWith(" ") ? text.slice(1) : text;
   }
 
   private requireTokenizer(): void {
@@ -119,7 +124,7 @@ export class RemoteModel extends BaseTextModel {
       const { url, body } = this.completionRequest(input, options, options.logprobs, undefined, true);
       const events = await this.http.stream(url, body, signal);
       try {
-        return yield* answerTokens(events, url, options, progress);
+        return yield* answerTokens(events, url, options, progress, (text) => this.withoutSpacePrefix(text));
       } finally {
         // Closing the stream early (a stop string, maxTokens, abort) is what tells the server to stop generating.
         await events.return(false);
@@ -146,7 +151,7 @@ export class RemoteModel extends BaseTextModel {
       promptTokens += answer.counts.promptTokens ?? 0;
       const token = answer.tokens[0];
       if (!token) throw remoteError(url, "answered no token for a one-token request");
-      const result: ClassifyResult = { token: { id: token.id, text: token.text } };
+      const result: ClassifyResult = { token: { id: token.id, text: this.withoutSpacePrefix(token.text) } };
       if (vocabSize !== undefined) result.logits = distribution(token, vocabSize);
       return result;
     });
@@ -163,7 +168,7 @@ export class RemoteModel extends BaseTextModel {
       try {
         const { url, body } = this.completionRequest(input, options, options.logprobs, undefined, true);
         events = await this.http.stream(url, body, signal);
-        const tokens = answerTokens(events, url, options, progress[index]!);
+        const tokens = answerTokens(events, url, options, progress[index]!, (text) => this.withoutSpacePrefix(text));
         for (;;) {
           const step = await tokens.next();
           if (step.done) return sink.end(index, step.value);
@@ -211,16 +216,19 @@ export class RemoteModel extends BaseTextModel {
  * token ends it as "stop"); a stream that ends unfinished is the server gone.
  * The answer's last token (`maxTokens`, which the server was told too) is
  * held until the rest of the stream is read: the server's counts come after
- * it, and the consumer stops reading once it has that token.
+ * it, and the consumer stops reading once it has that token. `firstText`
+ * rewrites the text of the first token that has any.
  */
 async function* answerTokens(
   events: EventStream,
   url: string,
   options: ResolvedGenerateOptions,
   progress: CallProgress,
+  firstText: (text: string) => string,
 ): AsyncGenerator<Token, FinishReason, undefined> {
   let finish: FinishReason | undefined;
   let last: Token | undefined;
+  let started = false;
   for (;;) {
     const step = await events.next();
     if (step.done) {
@@ -233,6 +241,10 @@ async function* answerTokens(
     for (const token of answer.tokens) {
       if (last) throw remoteError(url, `sent more than the ${options.maxTokens} tokens asked for`);
       if (options.stopTokens.includes(token.id)) return "stop";
+      if (!started && token.text) {
+        started = true;
+        token.text = firstText(token.text);
+      }
       progress.token();
       if (progress.generatedTokens === options.maxTokens) last = token;
       else yield token;

@@ -16,6 +16,12 @@ export interface ServerFacts {
   embeddings: boolean;
   /** `/tokenize` and `/detokenize` answered. */
   tokenizer: boolean;
+  /**
+   * The tokenizer puts a space before the text (SentencePiece's space prefix):
+   * the server's pieces then start a text with a space that decoding the ids
+   * (llama.cpp's detokenizer, so every local backend) leaves out.
+   */
+  spacePrefix: boolean;
   /** llama-server's `/props`, when it answered. */
   props?: Record<string, unknown>;
 }
@@ -52,8 +58,9 @@ export async function probeServer(http: HttpClient, endpoint: Endpoint, wanted: 
   const selfHosted = dialect !== "openai";
   const embeddings =
     selfHosted && (await optional(http, `${endpoint.apiBase}/embeddings`, { model, input: "probe" }, signal)) !== undefined;
-  const tokenizer =
-    dialect === "llama-server" && (await optional(http, `${endpoint.root}/tokenize`, { content: "probe" }, signal)) !== undefined;
+  const tokenized = dialect === "llama-server" ? await optional(http, `${endpoint.root}/tokenize`, { content: "a", add_special: false }, signal) : undefined;
+  const tokenizer = tokenized !== undefined;
+  const spacePrefix = tokenizer && (await optional(http, `${endpoint.root}/detokenize`, { tokens: tokenized.tokens }, signal))?.content === " a";
   return {
     dialect,
     model,
@@ -61,6 +68,7 @@ export async function probeServer(http: HttpClient, endpoint: Endpoint, wanted: 
     info: infoOf(entry, isLlamaServer ? props : undefined),
     embeddings,
     tokenizer,
+    spacePrefix,
     props: isLlamaServer ? props : undefined,
   };
 }

@@ -35,6 +35,8 @@ export interface RunningServer {
   kill(): Promise<void>;
   /** GET /slots: each slot's state. */
   slots(): Promise<Slot[]>;
+  /** A counter of GET /metrics (started with --metrics), by the end of its name. */
+  metric(name: string): Promise<number | undefined>;
 }
 
 /** A port nothing listens on (bound, then released). */
@@ -72,6 +74,11 @@ export async function startLlamaServer(options: { contextLength?: number; slots?
     async slots() {
       const response = await fetch(`${url}/slots`);
       return (await response.json()) as Slot[];
+    },
+    async metric(name) {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      const value = new RegExp(`^\\S*${name}\\s+(\\S+)$`, "m").exec(text)?.[1];
+      return value === undefined ? undefined : Number(value);
     },
   };
   if (options.waitReady === false) return running;

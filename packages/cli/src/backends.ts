@@ -3,7 +3,7 @@
  * loaded by name at runtime so the CLI still works (with whatever backends
  * exist) when one of them is not installed or cannot start on this machine.
  */
-const BACKEND_PACKAGES = ["@infer/wasm", "@infer/llama-cpp"];
+const BACKEND_PACKAGES = ["@infer/wasm", "@infer/llama-cpp", "@infer/remote"];
 
 let loaded: Promise<string[]> | undefined;
 

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { type Backend, CAPABILITY_IDS, capabilitiesOf, type CapabilityStatus } from "@infer/core";
 import { llamaCppBackend } from "@infer/llama-cpp";
+import { remoteBackend } from "@infer/remote";
 import { wasmBackend } from "@infer/wasm";
 
 /** Compiled tests run from packages/cli/dist/test/, four levels below the repository root. */
@@ -33,7 +34,7 @@ function listedCapabilities(cell: string): Record<string, string[]> {
   return listed;
 }
 
-for (const backend of [wasmBackend, llamaCppBackend] as Backend[]) {
+for (const backend of [wasmBackend, llamaCppBackend, remoteBackend] as Backend[]) {
   test(`README: the ${backend.name} row lists the capabilities the backend reports`, () => {
     const report = capabilitiesOf(backend);
     const expected: Record<string, string[]> = {};

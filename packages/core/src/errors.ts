@@ -26,6 +26,10 @@ export const ERROR_CODES = [
   "INTERNAL",
   /** The process running the model died (an isolated backend's child: a native abort, a signal, out of memory). */
   "BACKEND_CRASHED",
+  /** A remote server could not be reached or kept the call waiting past its timeout (refused, reset, DNS, 429/503 after retries). */
+  "REMOTE_UNAVAILABLE",
+  /** A remote server answered with an error or with something that is not its protocol; `details` carry the status and its message. */
+  "REMOTE_ERROR",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -10,6 +10,7 @@ export * from "./stops.js";
 export * from "./batch-sink.js";
 export * from "./sampling.js";
 export * from "./registry.js";
+export * from "./urls.js";
 export * from "./capabilities.js";
 export * from "./probes.js";
 export * from "./training.js";

@@ -118,12 +118,30 @@ export interface LoadOptions {
    * (a download without Content-Length). Backends that cannot report progress never call it.
    */
   onProgress?: (progress: LoadProgress) => void;
+  /** Backend `remote` (a server's URL as the model): how to reach and use that server. */
+  remote?: RemoteOptions;
 }
 
 export interface LoadProgress {
   phase: "download" | "load";
   loadedBytes: number;
   totalBytes: number | undefined;
+}
+
+/** `LoadOptions.remote`: the connection to an OpenAI-compatible server. */
+export interface RemoteOptions {
+  /** The server's model id to use; default: the only model it lists (an error when it lists several). */
+  model?: string;
+  /** Sent as `Authorization: Bearer <apiKey>`; default: the environment's INFER_REMOTE_API_KEY. */
+  apiKey?: string;
+  /** Extra request headers (a gateway's routing or tenant headers). */
+  headers?: Record<string, string>;
+  /** Longest wait for the server: to connect and for each response or streamed chunk (ms). */
+  timeoutMs?: number;
+  /** Retries of a request refused before any token (connection refused, 429, 503); 0 = none. */
+  maxRetries?: number;
+  /** Most requests in flight at once from this model (batchGenerate, classify). */
+  maxConcurrency?: number;
 }
 
 /**
@@ -193,6 +211,32 @@ const probe: Check = (v) => {
     : "must be a probe sink (a function or an object with emit()) or an array of them";
 };
 
+const headers: Check = (v) =>
+  object(v) ?? (Object.values(v as object).every((x) => typeof x === "string") ? undefined : "must map header names to strings");
+
+const REMOTE_CHECKS: Record<keyof RemoteOptions, Check> = {
+  model: str,
+  apiKey: str,
+  headers,
+  timeoutMs: intAtLeast(1),
+  maxRetries: intAtLeast(0),
+  maxConcurrency: intAtLeast(1),
+};
+
+/** A nested options object: the first unknown or bad field, named. */
+function checkFields(value: unknown, checks: Record<string, Check>): string | undefined {
+  const problem = object(value);
+  if (problem) return problem;
+  for (const [key, field] of Object.entries(value as object)) {
+    if (field === undefined) continue;
+    const check = checks[key];
+    if (!check) return `has an unknown field '${key}' (known: ${Object.keys(checks).join(", ")})`;
+    const bad = check(field);
+    if (bad) return `field '${key}' ${bad}`;
+  }
+  return undefined;
+}
+
 const GENERATE_CHECKS: Record<keyof GenerateOptions, Check> = {
   maxTokens: intAtLeast(1),
   temperature: numberIn(0, 100),
@@ -234,6 +278,7 @@ const LOAD_CHECKS: Record<keyof LoadOptions, Check> = {
   batchSize: intAtLeast(1),
   isolate: bool,
   onProgress: (v) => (typeof v === "function" ? undefined : "must be a function"),
+  remote: (v) => checkFields(v, REMOTE_CHECKS),
 };
 
 /** The names of every option, e.g. for CLIs and servers that map their own flags onto them. */

@@ -4,6 +4,7 @@ import type { TextModel } from "./model.js";
 import { type LoadOptions, validateLoadOptions } from "./options.js";
 import { describeSource, type ModelSource, sourceKind, sourcePath } from "./source.js";
 import type { ModelFormat } from "./types.js";
+import { isServerUrl, urlFormat } from "./urls.js";
 
 /** A backend: one way of running models, registered by importing its package. */
 export interface Backend {
@@ -116,9 +117,12 @@ export async function loadModel(source: ModelSource, options: LoadOptions = {}):
   }
   const kind = sourceKind(source);
   validateLoadOptions(options);
-  if (kind !== "path") return loadFromSource(source, options);
-  const path = sourcePath(source as string | URL);
-  if (host && !(await host.exists(path))) {
+  // A server's base URL is a reference like a path (backend `remote` reads it); a model file's URL,
+  // a Blob or bytes go to a backend that fetches or reads them itself.
+  const server = kind === "url" && isServerUrl(String(source));
+  if (kind !== "path" && !server) return loadFromSource(source, options);
+  const path = server ? String(source) : sourcePath(source as string | URL);
+  if (host && !server && !(await host.exists(path))) {
     throw new InferenceError("MODEL_NOT_FOUND", `no model at '${path}'`, { details: { path } });
   }
   if (options.backend !== undefined) {
@@ -132,7 +136,7 @@ export async function loadModel(source: ModelSource, options: LoadOptions = {}):
     if (!(await backend.canLoad(path).catch(() => false))) continue;
     if (await isAvailable(backend)) return (await loadWithFaster(backend, path, options)) ?? loadWith(backend, path, options);
   }
-  const format = host ? await host.detectFormat(path) : "unknown";
+  const format = urlFormat(path) ?? (host ? await host.detectFormat(path) : "unknown");
   throw new InferenceError(
     "NO_BACKEND_FOR_FORMAT",
     `no available backend can load '${path}' (detected format: ${format}; registered backends: ${
@@ -185,7 +189,8 @@ async function loadWithFaster(chosen: Backend, path: string, options: LoadOption
 /** A backend's own InferenceErrors pass unchanged; anything else it throws becomes INTERNAL with context. */
 async function loadWith(backend: Backend, source: ModelSource, options: LoadOptions): Promise<TextModel> {
   try {
-    return await (typeof source === "string" && sourceKind(source) === "path" ? backend.loadModel(source, options) : backend.loadSource!(source, options));
+    const byReference = typeof source === "string" && (sourceKind(source) === "path" || isServerUrl(source));
+    return await (byReference ? backend.loadModel(source, options) : backend.loadSource!(source, options));
   } catch (error) {
     throw toInferenceError(error, "INTERNAL", `backend '${backend.name}' failed to load '${describeSource(source)}'`);
   }

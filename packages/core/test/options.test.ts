@@ -64,6 +64,10 @@ const LOAD_CASES: Record<string, { good: unknown[]; bad: unknown[] }> = {
   batchSize: { good: [1, 512], bad: [0, 2.5, "64"] },
   isolate: { good: [true, false], bad: ["yes", 1] },
   onProgress: { good: [() => undefined], bad: ["log", { phase: "load" }] },
+  remote: {
+    good: [{}, { model: "m", apiKey: "k", headers: { "x-a": "b" }, timeoutMs: 1, maxRetries: 0, maxConcurrency: 16 }],
+    bad: ["http://h", null, { timeoutMs: 0 }, { maxRetries: -1 }, { headers: { a: 1 } }, { model: "" }, { api_key: "k" }],
+  },
 };
 
 describe("generate options", () => {

@@ -193,6 +193,14 @@ describe("loadModel", () => {
     await model.close();
   });
 
+  it("an http(s) URL is not looked for on disk; a server URL no backend takes is format remote", async () => {
+    register(new FakeBackend({ name: "wasm" }));
+    const server = await assertCode(loadModel("http://127.0.0.1:9/v1"), "NO_BACKEND_FOR_FORMAT");
+    assert.match(server.message, /detected format: remote/);
+    const file = await assertCode(loadModel("https://example.com/models/x.gguf"), "NO_BACKEND_FOR_FORMAT");
+    assert.match(file.message, /detected format: unknown/);
+  });
+
   it("anything else a backend throws while loading becomes INTERNAL naming the backend and path", async () => {
     const crashing = new FakeBackend({ name: "wasm" });
     const cause = new RangeError("offset out of bounds");

@@ -72,6 +72,7 @@ export async function runCompletion(
         echo: echoOf(kind, request),
         wantsLogprobs: request.options.logprobs !== undefined,
         includeUsage: request.includeUsage,
+        returnTokenIds: request.returnTokenIds,
       })
     : undefined;
   let finished: Finished;
@@ -145,6 +146,7 @@ function answerWhole(kind: Kind, modelName: string, request: ChatRequest | TextR
   if (request.options.logprobs !== undefined) {
     logprobs = kind === "chat" ? { content: chatLogprobEntries(result.tokens), refusal: null } : legacyLogprobs(result.tokens, 0);
   }
+  const ids = request.returnTokenIds ? { token_ids: result.tokens.map((t) => t.id) } : {};
   sendJson(res, 200, {
     id: `${kind === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID()}`,
     object: kind === "chat" ? "chat.completion" : "text_completion",
@@ -152,8 +154,8 @@ function answerWhole(kind: Kind, modelName: string, request: ChatRequest | TextR
     model: modelName,
     choices: [
       kind === "chat"
-        ? { index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs, finish_reason }
-        : { index: 0, text: echoOf(kind, request) + text, logprobs, finish_reason },
+        ? { index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs, finish_reason, ...ids }
+        : { index: 0, text: echoOf(kind, request) + text, logprobs, finish_reason, ...ids },
     ],
     usage,
   });

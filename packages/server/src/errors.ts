@@ -50,6 +50,9 @@ const STATUS_BY_CODE: Record<ErrorCode, { status: number; type: string }> = {
   INTERNAL: { status: 500, type: "server_error" },
   // The model's own process died (see LoadOptions.isolate); the server and the model, restarted, serve on.
   BACKEND_CRASHED: { status: 502, type: "server_error" },
+  // A model served by another server (backend remote) behind this one failed upstream.
+  REMOTE_UNAVAILABLE: { status: 503, type: "server_error" },
+  REMOTE_ERROR: { status: 502, type: "server_error" },
 };
 
 /** OpenAI's own code for the one case clients commonly branch on. */

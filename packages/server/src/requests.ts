@@ -9,6 +9,8 @@ export interface CompletionRequest {
   options: GenerateOptions;
   /** response_format asked for constrained JSON: needs the grammar capability. */
   wantsGrammar: boolean;
+  /** `return_token_ids: true` (vLLM's field): each choice carries its tokens' ids as `token_ids`. */
+  returnTokenIds: boolean;
 }
 
 export interface ChatRequest extends CompletionRequest {
@@ -94,6 +96,8 @@ function commonRequest(body: Body): CompletionRequest {
     repeatPenalty: optionalNumber(body, "repeat_penalty", 0, 100),
     seed: optionalNumber(body, "seed", 0, Number.MAX_SAFE_INTEGER, true),
     stopStrings: stopStrings(body),
+    // llama.cpp's and vLLM's field: keep generating past EOS.
+    ignoreEos: optionalBoolean(body, "ignore_eos") || undefined,
   };
   // top_p 0 means "only the top token" to OpenAI clients; the contract's topP is (0, 1].
   if (options.topP === 0) {
@@ -104,7 +108,8 @@ function commonRequest(body: Body): CompletionRequest {
   const stream = optionalBoolean(body, "stream");
   const streamOptions = body.stream_options as Body | undefined | null;
   const includeUsage = stream && typeof streamOptions === "object" && streamOptions !== null && optionalBoolean(streamOptions, "include_usage", "stream_options.include_usage");
-  const request: CompletionRequest = { model: modelName(body), stream, includeUsage, options, wantsGrammar: false };
+  const returnTokenIds = optionalBoolean(body, "return_token_ids");
+  const request: CompletionRequest = { model: modelName(body), stream, includeUsage, options, wantsGrammar: false, returnTokenIds };
   applyResponseFormat(body, request);
   return request;
 }

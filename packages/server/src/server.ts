@@ -150,7 +150,7 @@ export function createServer(options: ServerOptions): InferServer {
         );
         return;
       case "/v1/models":
-        sendJson(res, 200, { object: "list", data: names.map((id) => modelCard(id, created)) });
+        sendJson(res, 200, { object: "list", data: names.map((id) => modelCard(id, created, served.get(id)!.model)) });
         return;
       case "/v1/chat/completions":
         return post(async (body) => {
@@ -168,7 +168,8 @@ export function createServer(options: ServerOptions): InferServer {
           await runEmbeddings(pick(request.model), request, res, signal);
         });
     }
-    sendJson(res, 200, modelCard(pick(modelIdOf(path)).name, created));
+    const target = pick(modelIdOf(path));
+    sendJson(res, 200, modelCard(target.name, created, target.model));
   }
 
   async function runEmbeddings(
@@ -311,6 +312,9 @@ function modelIdOf(path: string): string {
   }
 }
 
-function modelCard(id: string, created: number) {
-  return { id, object: "model", created, owned_by: "infer" };
+/** A /v1/models entry; `meta` (llama-server's names) tells clients such as backend remote the model's shape. */
+function modelCard(id: string, created: number, model: TextModel) {
+  const info = model.info();
+  const meta = { n_vocab: info.vocabSize, n_ctx: info.contextLength, n_embd: info.hiddenSize, n_ctx_train: info.trainedContextLength, n_params: info.parameters };
+  return { id, object: "model", created, owned_by: "infer", meta };
 }

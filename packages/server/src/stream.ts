@@ -27,6 +27,8 @@ export interface StreamMeta {
   echo: string;
   wantsLogprobs: boolean;
   includeUsage: boolean;
+  /** Each chunk's tokens' ids as `token_ids` (see CompletionRequest.returnTokenIds). */
+  returnTokenIds: boolean;
 }
 
 /**
@@ -102,7 +104,7 @@ export class CompletionStream {
       this.meta.kind === "chat"
         ? { index: 0, delta: first ? { role: "assistant", content: "" } : content === undefined ? {} : { content }, logprobs, finish_reason: finish }
         : { index: 0, text: content ?? "", logprobs, finish_reason: finish };
-    return { ...this.envelope(), choices: [choice] };
+    return { ...this.envelope(), choices: [this.meta.returnTokenIds ? { ...choice, token_ids: tokens.map((t) => t.id) } : choice] };
   }
 
   private logprobsOf(tokens: Token[]) {

@@ -38,6 +38,12 @@ export interface ConformanceOptions {
   backend?: Backend;
   /** A reason to skip the whole suite (e.g. the model files are absent). */
   skip?: string;
+  /**
+   * False for a model that cannot return full-vocabulary logits (a server
+   * that answers no full distribution): classify with `logits: true` must
+   * then fail with UNSUPPORTED, and the rest of the classify check still runs.
+   */
+  classifyLogits?: boolean;
 }
 
 const DEFAULT_PROMPT = "Once upon a time";
@@ -220,6 +226,13 @@ export function runConformanceSuite(options: ConformanceOptions): void {
     it("classify picks generate's first greedy token; logits cover the vocabulary", { timeout }, async () => {
       const first = await model().generateText(prompt, { temperature: 0, maxTokens: 1, ignoreEos: true });
       assert.equal(first.tokens.length, 1);
+      if (options.classifyLogits === false) {
+        await assertCode(model().classify([prompt], { temperature: 0, logits: true }), "UNSUPPORTED");
+        const [picked] = await model().classify([prompt], { temperature: 0 });
+        assert.equal(picked?.token.id, first.tokens[0]!.id);
+        assert.equal(picked?.logits, undefined);
+        return;
+      }
       const [result] = await model().classify([prompt], { temperature: 0, logits: true });
       assert.ok(result, "classify returned no result");
       assert.equal(result.token.id, first.tokens[0]!.id);

@@ -197,8 +197,9 @@ describe("loadModel", () => {
     register(new FakeBackend({ name: "wasm" }));
     const server = await assertCode(loadModel("http://127.0.0.1:9/v1"), "NO_BACKEND_FOR_FORMAT");
     assert.match(server.message, /detected format: remote/);
+    // A model file's URL is for a backend that fetches files (loadSource), which this fake lacks.
     const file = await assertCode(loadModel("https://example.com/models/x.gguf"), "NO_BACKEND_FOR_FORMAT");
-    assert.match(file.message, /detected format: unknown/);
+    assert.match(file.message, /no available backend loads a model from https:\/\/example\.com\/models\/x\.gguf/);
   });
 
   it("anything else a backend throws while loading becomes INTERNAL naming the backend and path", async () => {

@@ -168,11 +168,10 @@ export class LoraTrainer {
     return { loss, tokens: count };
   }
 
-  /** The mean loss of a batch with the current adapter (or none), no update. */
+  /** The mean loss of a batch with the current adapter (or none), no update and no dropout (as PEFT in eval mode). */
   loss(batch: TrainBatch): TrainStepResult {
     const packed = packBatch(batch, this.transformer.config.vocabSize);
-    const adapter = this.adapter;
-    const { sum, count } = lossAndGradients(this.graph(adapter), packed, false);
+    const { sum, count } = lossAndGradients({ ...this.graph(this.adapter), dropout: 0 }, packed, false);
     return { loss: sum / count, tokens: count };
   }
 

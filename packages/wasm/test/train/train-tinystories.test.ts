@@ -12,6 +12,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isInferenceError, loadModel, loadTrainable, type ErrorCode, type TrainableModel } from "@infer/core";
+import type { WasmTrainableModel } from "../../src/index.js";
 import "../../src/index.js";
 
 const modelPath = fileURLToPath(new URL("../../../../../../shared/models/tinystories-656k", import.meta.url));
@@ -120,6 +121,19 @@ describe("LoRA training on tinystories-656k", { skip }, () => {
       assert.ok(Math.abs(last - f32) / f32 < 0.05, `Q8_0 final loss ${last} vs F32's ${f32}`);
     } finally {
       await quantized.close();
+    }
+  });
+
+  it("reports the loss from before the update, as evaluateLoss gives it", async () => {
+    const trainable = model as WasmTrainableModel;
+    trainable.applyLoRA({ rank: 4, alpha: 8, targetModules: ["q_proj", "v_proj"], seed: 3 });
+    const batch = { inputIds: FACTS.slice(1, 3).map((text) => model.encode(text)) };
+    for (let step = 0; step < 3; step++) {
+      const before = await trainable.evaluateLoss(batch);
+      const result = await trainable.trainStep(batch, { learningRate: 1e-2 });
+      assert.equal(result.loss, before.loss);
+      assert.equal(result.tokens, before.tokens);
+      assert.ok((await trainable.evaluateLoss(batch)).loss < before.loss);
     }
   });
 

@@ -12,7 +12,8 @@ export const PORTABLE = [
   "^packages/core/src/(?!node/|testing/)",
   "^packages/formats/src/(?!node/)",
   "^packages/wasm/src/(?!platform/node\\.ts$)",
-  "^packages/hub/src/(remote|listing|ref|select)\\.ts$",
+  // @infer/hub/browser and what it imports.
+  "^packages/hub/src/(aliases|browser|listing|model-url|ref|select)\\.ts$",
   "^packages/web/src/app/",
 ];
 

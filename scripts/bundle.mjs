@@ -42,6 +42,8 @@ const ALSO_BUNDLED = {
  */
 const BROWSER_BUNDLES = {
   "@infer/wasm": { entry: "browser.js", modules: ["kernels/wasm/worker.js"], files: ALSO_BUNDLED["@infer/wasm"].files },
+  // hf: references to URLs, beside the engine's bundle (it has its own copy of @infer/core: compare error codes, not classes).
+  "@infer/hub": { entry: "browser.js", modules: [], files: [] },
 };
 
 function fail(message) {

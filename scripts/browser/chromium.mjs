@@ -14,7 +14,9 @@ export function findChromium() {
   const wanted = process.env.CHROMIUM_PATH ?? DEBIAN_CHROMIUM;
   if (existsSync(wanted)) return wanted;
   if (wanted !== DEBIAN_CHROMIUM || process.getuid?.() !== 0) return undefined;
-  const apt = (...args) => spawnSync("apt-get", args, { stdio: "inherit", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+  // Test files run in parallel and may each get here: the second apt-get waits for the first's lock.
+  const apt = (...args) =>
+    spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=600", ...args], { stdio: "inherit", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
   // A fresh machine may have empty package lists; update only when the first install fails.
   if (apt("install", "-y", "chromium").status !== 0) {
     apt("update");

@@ -2,7 +2,7 @@ import type { CapabilityStatus, CapabilityId } from "./capabilities.js";
 import { InferenceError, toInferenceError } from "./errors.js";
 import type { TextModel } from "./model.js";
 import { type LoadOptions, validateLoadOptions } from "./options.js";
-import { describeSource, type ModelSource, sourceKind } from "./source.js";
+import { describeSource, type ModelSource, sourceKind, sourcePath } from "./source.js";
 import type { ModelFormat } from "./types.js";
 
 /** A backend: one way of running models, registered by importing its package. */
@@ -117,7 +117,7 @@ export async function loadModel(source: ModelSource, options: LoadOptions = {}):
   const kind = sourceKind(source);
   validateLoadOptions(options);
   if (kind !== "path") return loadFromSource(source, options);
-  const path = source instanceof URL ? decodeURIComponent(source.pathname) : (source as string);
+  const path = sourcePath(source as string | URL);
   if (host && !(await host.exists(path))) {
     throw new InferenceError("MODEL_NOT_FOUND", `no model at '${path}'`, { details: { path } });
   }

@@ -49,6 +49,11 @@ export function sourceKind(source: unknown): "path" | "url" | "blob" | "bytes" {
   );
 }
 
+/** The file path of a "path" source (a string, or a file: URL). */
+export function sourcePath(source: string | URL): string {
+  return source instanceof URL ? decodeURIComponent(source.pathname) : source;
+}
+
 /** A source for messages: the path or URL, or what the bytes are. */
 export function describeSource(source: ModelSource): string {
   const kind = sourceKind(source);

@@ -2,10 +2,11 @@ import { randomUUID } from "node:crypto";
 import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative, resolve, sep } from "node:path";
 import { InferenceError } from "@infer/core";
-import { resolveAlias } from "./aliases.js";
 import { cacheDir, repoDir } from "./cache.js";
 import { type DownloadProgress, downloadFile, withFileLock } from "./download.js";
 import { authHeaders, connectionFromEnv, fileUrl, type HubConnection, listRepoFiles } from "./listing.js";
+import { resolveAlias } from "./aliases.js";
+import { hubRefOf } from "./model-url.js";
 import { formatHubRef, type HubRef, parseHubRef } from "./ref.js";
 import { selectFiles } from "./select.js";
 
@@ -35,13 +36,6 @@ interface ManifestEntry {
 
 const MANIFEST = ".infer-pull.json";
 const selectionKey = (ref: HubRef) => ref.file ?? (ref.quant ? ref.quant.toUpperCase() : "");
-
-/** Turns an alias or `hf:` string into a hub reference; undefined for local paths. */
-export function hubRefOf(spec: string | HubRef): HubRef | undefined {
-  if (typeof spec !== "string") return spec;
-  const target = resolveAlias(spec) ?? spec;
-  return parseHubRef(target);
-}
 
 async function readManifest(dir: string): Promise<Record<string, ManifestEntry>> {
   try {

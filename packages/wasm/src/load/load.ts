@@ -1,5 +1,5 @@
 /** loadTransformer: a GGUF file or a Hugging Face folder (a path, a URL, a Blob, bytes) to a ready Transformer. */
-import { InferenceError, isInferenceError, type ModelSource, sourceKind } from "@infer/core";
+import { InferenceError, isInferenceError, type ModelBlob, type ModelSource, sourceKind, sourcePath } from "@infer/core";
 import { GgmlType, type GgufFile, GgufValueType, describeTensorType, hasGgufMagic, parseGguf } from "@infer/formats";
 import { platform } from "#platform";
 import type { Kernels } from "../kernels/types.js";
@@ -9,6 +9,7 @@ import { WeightSource, type StoredTensor, type WeightOptions } from "../engine/w
 import { Transformer, type LoadedModel } from "../engine/transformer.js";
 import type { BufferAllocator } from "../platform/types.js";
 import { blobSource, memorySource, urlSource, type ByteSource } from "../sources/byte-source.js";
+import { cachedModel, storeModel } from "../sources/cache.js";
 import type { ProgressListener } from "../sources/download.js";
 import { pathFolder, urlFolder, type ModelFolder } from "../sources/folder.js";
 import { openHfFolder, type HfFolder } from "./load-hf.js";
@@ -22,6 +23,8 @@ export interface LoadOptions {
   onProgress?: ProgressListener;
   /** Stops a download. */
   signal?: AbortSignal;
+  /** Keep a downloaded GGUF in the browser's Origin Private File System and load it from there next time (default true; no effect without OPFS). */
+  cache?: boolean;
 }
 
 export type LoadedMetadata =
@@ -62,24 +65,27 @@ export async function loadTransformer(source: ModelSource, options: LoadOptions 
   }
 }
 
-/** Whether a URL or path names a safetensors folder rather than a GGUF file, and that folder. */
-function folderOf(location: string): string | undefined {
-  if (location.endsWith("/")) return location;
-  if (location.endsWith(".safetensors") || location.endsWith("config.json")) return location.slice(0, location.lastIndexOf("/") + 1);
+/** The folder a URL's path names (ending with "/", or naming config.json or a .safetensors file in it), else undefined: a GGUF file. */
+function folderOf(pathname: string): string | undefined {
+  if (pathname.endsWith("/")) return pathname;
+  if (pathname.endsWith(".safetensors") || pathname.endsWith("config.json")) return pathname.slice(0, pathname.lastIndexOf("/") + 1);
   return undefined;
 }
 
 async function resolveInput(source: ModelSource, options: LoadOptions): Promise<GgufInput | ModelFolder> {
   const { onProgress, signal } = options;
   const kind = sourceKind(source);
-  if (kind === "path") return resolvePath(source instanceof URL ? decodeURIComponent(source.pathname) : (source as string), onProgress);
+  if (kind === "path") return resolvePath(sourcePath(source as string | URL), onProgress);
   if (kind === "url") {
-    const url = String(source);
-    const folder = folderOf(new URL(url).pathname) === undefined ? undefined : folderOf(url.replace(/[?#].*$/, ""));
-    if (folder !== undefined) return urlFolder(folder, { onProgress, signal });
-    return byteInput(await urlSource(url, onProgress, signal));
+    const url = new URL(String(source));
+    const folder = folderOf(url.pathname);
+    if (folder !== undefined) return urlFolder(new URL(folder, url).href, { onProgress, signal });
+    if (options.cache === false) return byteInput(await urlSource(url.href, onProgress, signal));
+    const cached = await cachedModel(url.href);
+    if (cached) return byteInput(await blobSource(cached, onProgress, url.href));
+    return byteInput(await urlSource(url.href, onProgress, signal), (bytes) => storeModel(url.href, bytes));
   }
-  if (kind === "blob") return byteInput(await blobSource(source as Blob, onProgress));
+  if (kind === "blob") return byteInput(await blobSource(source as ModelBlob, onProgress));
   return byteInput(memorySource(source as ArrayBuffer | ArrayBufferView, onProgress));
 }
 
@@ -99,8 +105,11 @@ async function resolvePath(path: string, onProgress: ProgressListener | undefine
   };
 }
 
-/** A GGUF from bytes streamed in: checked by its first bytes, then read whole into the kernels' memory. */
-function byteInput(source: ByteSource): GgufInput {
+/**
+ * A GGUF from bytes streamed in: checked by its first bytes, then read whole into the kernels'
+ * memory; `parsed` sees the bytes of a file that parsed (to cache it).
+ */
+function byteInput(source: ByteSource, parsed?: (bytes: Uint8Array) => Promise<unknown>): GgufInput {
   if (!hasGgufMagic(source.head)) {
     const shown = [...source.head.subarray(0, 4)].map((b) => b.toString(16).padStart(2, "0")).join(" ");
     throw new InferenceError("MODEL_FORMAT", `${source.label}: not a GGUF file (expected "GGUF" at the start, found bytes ${shown || "none"})`, {
@@ -110,7 +119,11 @@ function byteInput(source: ByteSource): GgufInput {
   return {
     label: source.label,
     // The header stays in the kernels' memory beside the tensors (a few MiB): the bytes arrive once, in order.
-    read: async ({ allocate, release }) => parseGguf(await source.readAll(allocate, release), source.label),
+    async read({ allocate, release }) {
+      const gguf = parseGguf(await source.readAll(allocate, release), source.label);
+      await parsed?.(gguf.bytes);
+      return gguf;
+    },
   };
 }
 

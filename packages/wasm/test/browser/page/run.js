@@ -15,9 +15,11 @@ export async function greedy(infer, source, { prompt = "", maxTokens, as = "url"
   const onProgress = (event) => progress.push(event);
   let kernels;
   if (threads !== undefined) kernels = await infer.createWasmKernels({ threads });
-  const model = kernels
-    ? await infer.loadWasmModel(input, { ...loadOptions, onProgress, kernels })
-    : await infer.loadModel(input, { ...loadOptions, onProgress });
+  // The backend's own options (kernels, cache) go to loadWasmModel; core's loadModel takes only its own.
+  const model =
+    kernels || "cache" in loadOptions
+      ? await infer.loadWasmModel(input, { ...loadOptions, onProgress, kernels })
+      : await infer.loadModel(input, { ...loadOptions, onProgress });
   try {
     const result = await model.generateText(prompt, { maxTokens, temperature: 0 });
     return { text: result.text, ids: result.tokens.map((token) => token.id), progress, kernels: kernels?.name, backend: model.backend };
@@ -37,4 +39,25 @@ export async function loadError(infer, source, { as = "url", loadOptions = {} } 
   } catch (error) {
     return { code: error.code, message: error.message, isInferenceError: error instanceof infer.InferenceError };
   }
+}
+
+/** What the OPFS model cache holds, after planting the data of a download that never finished under `cutKey`. */
+export async function cacheState(infer, { plantCut } = {}) {
+  if (plantCut) {
+    const root = await globalThis.navigator.storage.getDirectory();
+    const folder = await root.getDirectoryHandle("infer-models", { create: true });
+    const writable = await (await folder.getFileHandle(plantCut, { create: true })).createWritable();
+    await writable.write(new Uint8Array([71, 71, 85, 70, 3, 0]));
+    await writable.close();
+  }
+  const listed = await infer.listCachedModels();
+  const root = await globalThis.navigator.storage.getDirectory();
+  const folder = await root.getDirectoryHandle("infer-models", { create: true });
+  const files = [];
+  for await (const name of folder.keys()) files.push(name);
+  return { listed, files: files.sort() };
+}
+
+export async function deleteCached(infer, url) {
+  return infer.deleteCachedModel(absolute(url));
 }

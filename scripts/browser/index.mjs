@@ -4,7 +4,8 @@
 //
 //   findChromium()            -> path | undefined   $CHROMIUM_PATH, or /usr/bin/chromium (apt-installed
 //                                                   when missing and running as root); undefined: skip
-//   launchBrowser()           -> puppeteer Browser  headless, no sandbox when root; close it when done
+//   launchBrowser()           -> puppeteer Browser  headless, no sandbox; close it when done; throws
+//                                                   when there is no Chromium (tests fail, not skip)
 //   serve({ root, mounts, isolated = true })        static 127.0.0.1 server with COOP/COEP (isolated),
 //                             -> { origin, requests, close() }   HTTP Range, `?cut=N` (see server.mjs)
 //   openPage(browser, url)    -> { page, logs }     a new page at url; logs collects console messages
@@ -24,7 +25,7 @@ export { serve } from "./server.mjs";
 export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const SHARED_MODELS = fileURLToPath(new URL("../../../shared/models/", import.meta.url));
 
-/** Headless Chromium through puppeteer-core; throws when no Chromium can be found (call findChromium first to skip). */
+/** Headless Chromium through puppeteer-core; throws, saying how to get one, when no Chromium can be found. */
 export async function launchBrowser({ args = [] } = {}) {
   const executablePath = findChromium();
   if (executablePath === undefined) throw new Error("no Chromium: set CHROMIUM_PATH or install Debian's chromium package");
@@ -33,8 +34,9 @@ export async function launchBrowser({ args = [] } = {}) {
     executablePath,
     headless: true,
     args: [
-      // Root (CI containers) cannot use Chromium's sandbox; tests load only our own pages.
-      ...(process.getuid?.() === 0 ? ["--no-sandbox"] : []),
+      // Root (CI containers) cannot use Chromium's sandbox, nor can containers without user
+      // namespaces; tests load only our own pages.
+      "--no-sandbox",
       "--disable-dev-shm-usage",
       "--no-first-run",
       ...args,

@@ -111,6 +111,7 @@ async function resolvePath(path: string, onProgress: ProgressListener | undefine
  */
 function byteInput(source: ByteSource, parsed?: (bytes: Uint8Array) => Promise<unknown>): GgufInput {
   if (!hasGgufMagic(source.head)) {
+    source.cancel?.();
     const shown = [...source.head.subarray(0, 4)].map((b) => b.toString(16).padStart(2, "0")).join(" ");
     throw new InferenceError("MODEL_FORMAT", `${source.label}: not a GGUF file (expected "GGUF" at the start, found bytes ${shown || "none"})`, {
       details: { file: source.label, field: "magic" },

@@ -19,6 +19,8 @@ export interface ByteSource {
    * it back with `release` when reading fails.
    */
   readAll(allocate?: BufferAllocator, release?: (view: Uint8Array) => void): Promise<Uint8Array>;
+  /** Gives up without reading (a download's connection is dropped). */
+  cancel?(): void;
 }
 
 const fresh: BufferAllocator = (byteLength) => new Uint8Array(byteLength);
@@ -82,6 +84,7 @@ export async function urlSource(url: string, onProgress?: ProgressListener, sign
     label: url,
     size: download.size,
     head,
+    cancel: () => download.cancel(),
     async readAll(allocate = fresh, release) {
       const bytes = allocate(download.size);
       try {

@@ -17,6 +17,8 @@ export interface Download {
   peek(count: number): Promise<Uint8Array>;
   /** Streams the whole file into target (target.byteLength === size). */
   readInto(target: Uint8Array): Promise<void>;
+  /** Drops the connection (a file refused by its first bytes is not downloaded whole). */
+  cancel(): void;
 }
 
 function aborted(url: string, signal: AbortSignal | undefined, cause: unknown): InferenceError | undefined {
@@ -111,6 +113,7 @@ export async function openDownload(url: string, options: { onProgress?: Progress
 
   return {
     size: total,
+    cancel: () => void reader.cancel().catch(() => undefined),
     async peek(count) {
       while (pendingBytes < Math.min(count, total)) {
         const chunk = await nextChunk();

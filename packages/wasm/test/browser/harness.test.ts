@@ -9,8 +9,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { harness } from "./harness.js";
 
-const chromium = harness.findChromium();
-
 test("the static server answers ranges, 404s and cut downloads", async () => {
   const dir = mkdtempSync(join(tmpdir(), "infer-harness-"));
   writeFileSync(join(dir, "data.bin"), Buffer.from([...Array(100).keys()]));
@@ -35,7 +33,7 @@ test("the static server answers ranges, 404s and cut downloads", async () => {
   }
 });
 
-test("pages are crossOriginIsolated exactly when the server sends COOP/COEP", { skip: chromium === undefined && "no Chromium (set CHROMIUM_PATH)" }, async () => {
+test("pages are crossOriginIsolated exactly when the server sends COOP/COEP", async () => {
   const dir = mkdtempSync(join(tmpdir(), "infer-harness-"));
   writeFileSync(join(dir, "index.html"), "<!doctype html><title>harness</title>");
   const browser = await harness.launchBrowser();

@@ -32,6 +32,8 @@ export async function greedy(infer, source, { prompt = "", maxTokens, as = "url"
 /** The InferenceError code and message a load fails with (or "loaded" when it does not fail). */
 export async function loadError(infer, source, { as = "url", loadOptions = {} } = {}) {
   let input = as === "bytes" ? new TextEncoder().encode(source) : source.startsWith("/") ? absolute(source) : source;
+  // A File of 5 GiB whose first bytes say GGUF, without the memory behind it: what a drop of a too large model looks like.
+  if (as === "huge") input = hugeGguf(source);
   try {
     const model = await infer.loadModel(input, loadOptions);
     await model.close();
@@ -60,4 +62,17 @@ export async function cacheState(infer, { plantCut } = {}) {
 
 export async function deleteCached(infer, url) {
   return infer.deleteCachedModel(absolute(url));
+}
+
+function hugeGguf(name) {
+  const magic = new TextEncoder().encode("GGUF");
+  const file = {
+    name,
+    size: 5 * 2 ** 30,
+    slice: (start = 0, end = file.size) => new Blob([magic.slice(start, Math.min(end, magic.length))]),
+    arrayBuffer: async () => {
+      throw new Error("a 5 GiB file is never read whole");
+    },
+  };
+  return file;
 }

@@ -149,6 +149,13 @@ test("the chat app in Chromium: load, stream, stop, a broken file, a local file"
     await send(page, PROMPT);
     assert.equal(await answerEnd(page), "length");
     assert.equal(await lastAnswer(page), greedy);
+    // A phone-sized screen in dark mode: the panel stacks above the conversation.
+    await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: "dark" }]);
+    await page.setViewport({ width: 400, height: 800 });
+    const panel = (await (await page.$(".panel"))!.boundingBox())!;
+    const chat = (await (await page.$(".chat"))!.boundingBox())!;
+    assert.ok(chat.y >= panel.y + panel.height - 1 && chat.width > 350, "the conversation sits below the panel, full width");
+    await page.screenshot({ path: join(OUTPUT, "chat-app-narrow-dark.png"), fullPage: true });
     assert.deepEqual(logs.filter((line) => line.startsWith("pageerror")), []);
   } finally {
     await browser.close();

@@ -6,7 +6,7 @@
 import type * as Core from "@infer/core";
 
 /** What the app uses of the bundle's exports. */
-export type Engine = Pick<typeof Core, "loadModel">;
+export type Engine = Pick<typeof Core, "loadModel" | "isTokenizerModel">;
 
 let engine: Promise<Engine> | undefined;
 

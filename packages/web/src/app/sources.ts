@@ -1,17 +1,15 @@
 /**
  * What the user typed in the model box, turned into a URL the engine downloads: an http(s) URL
- * as it is, a relative one against the page, or `hf:org/repo[:quant|:file.gguf]` (or an alias)
- * resolved by `@infer/hub/browser` to the hub's file URL (the hub answers with CORS headers, so a
- * page may read it).
+ * as it is, a relative one against the page, or an `hf:org/repo[:quant|:file.gguf]` reference
+ * (or an alias) resolved by @infer/hub to the hub's file URL (the hub answers with CORS headers,
+ * so a page may read it).
  */
 import { InferenceError } from "@infer/core";
 import { type HubConnection, hubRefOf, resolveModelUrl as resolveHubUrl } from "@infer/hub/browser";
 
-export const HUB: Partial<HubConnection> = { endpoint: "https://huggingface.co" };
-
 const refused = (message: string) => new InferenceError("INVALID_OPTION", message, { details: { field: "model" } });
 
-export async function resolveModelUrl(text: string, base: string, hub: Partial<HubConnection> = HUB): Promise<string> {
+export async function resolveModelUrl(text: string, base: string, hub: Partial<HubConnection> = {}): Promise<string> {
   const spec = text.trim();
   if (spec === "") throw refused("type a model URL or an hf:org/repo reference");
   if (hubRefOf(spec)) return resolveHubUrl(spec, hub);

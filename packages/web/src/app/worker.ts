@@ -4,7 +4,7 @@
  */
 import type { TextModel } from "@infer/core";
 import { completionPrompt } from "./conversation.js";
-import { importEngine } from "./engine.js";
+import { type Engine, importEngine } from "./engine.js";
 import { reportOf } from "./errors.js";
 import type { AnswerMode, AnswerStats, ModelSource, PageRequest, Settings, WorkerReport } from "./protocol.js";
 
@@ -33,11 +33,10 @@ let mode: AnswerMode = "chat";
 let running: AbortController | undefined;
 
 /** Whether the model renders chats: one with no template refuses a one-message chat. */
-function modeOf(loaded: TextModel): AnswerMode {
-  const render = (loaded as Partial<{ applyChatTemplate(messages: { role: string; content: string }[]): string }>).applyChatTemplate;
-  if (typeof render !== "function") return "completion";
+function modeOf(engine: Engine, loaded: TextModel): AnswerMode {
+  if (!engine.isTokenizerModel(loaded)) return "completion";
   try {
-    render.call(loaded, [{ role: "user", content: "hello" }]);
+    loaded.applyChatTemplate([{ role: "user", content: "hello" }]);
     return "chat";
   } catch {
     return "completion";
@@ -55,7 +54,7 @@ async function load(source: ModelSource): Promise<void> {
       onProgress: ({ phase, loadedBytes, totalBytes }) => post({ type: "progress", phase, loadedBytes, totalBytes }),
     });
     model = loaded;
-    mode = modeOf(loaded);
+    mode = modeOf(engine, loaded);
     const info = loaded.info();
     post({
       type: "loaded",

@@ -29,6 +29,12 @@ export interface WasmLoadOptions extends LoadOptions {
    * INFER_WASM_KERNELS=reference.
    */
   kernels?: Kernels;
+  /**
+   * Run a short greedy generation at load so that the first one after it is as
+   * fast as later ones (WasmModel.warmUp). Default: true where the model runs
+   * on WebAssembly kernels of its own; false loads faster.
+   */
+  warmUp?: boolean;
 }
 
 /**
@@ -68,8 +74,11 @@ export const wasmBackend: Backend = {
 
 /** Loads a GGUF file or a Hugging Face folder on our engine. */
 export async function loadWasmModel(path: string, options: WasmLoadOptions = {}): Promise<TextModel> {
-  const { kernels: given, ...loadOptions } = options;
+  const { kernels: given, warmUp, ...loadOptions } = options;
   validateLoadOptions(loadOptions);
+  if (warmUp !== undefined && typeof warmUp !== "boolean") {
+    throw new InferenceError("INVALID_OPTION", `warmUp must be a boolean, got ${String(warmUp)}`, { details: { option: "warmUp", value: warmUp } });
+  }
   rejectUnsupported(loadOptions);
   const quantize = loadOptions.quantize === undefined ? undefined : QUANTIZE_TYPES[loadOptions.quantize.toLowerCase()];
   if (loadOptions.quantize !== undefined && quantize === undefined) {
@@ -86,12 +95,23 @@ export async function loadWasmModel(path: string, options: WasmLoadOptions = {})
     if (ownsKernels) await kernels.dispose?.();
     throw error;
   }
+  let model: WasmModel;
   try {
-    return await assemble(path, loaded, loadOptions, ownsKernels);
+    model = await assemble(path, loaded, loadOptions, ownsKernels);
   } catch (error) {
     await (ownsKernels ? loaded.transformer.dispose() : loaded.transformer.releaseMemory());
     throw error;
   }
+  // The plain TypeScript kernels have no V8 compilation racing their threads to hide.
+  if (warmUp ?? (ownsKernels && kernels !== referenceKernels)) {
+    try {
+      await model.warmUp();
+    } catch (error) {
+      await model.close();
+      throw error;
+    }
+  }
+  return model;
 }
 
 /** KERNELS_ENV's WebAssembly choices, as createWasmKernels' relaxedSimd option. */
@@ -110,7 +130,7 @@ async function defaultKernels(threads: number | undefined): Promise<Kernels> {
   return createWasmKernels({ threads, relaxedSimd });
 }
 
-async function assemble(path: string, loaded: LoadedTransformer, loadOptions: LoadOptions, ownsKernels: boolean): Promise<TextModel> {
+async function assemble(path: string, loaded: LoadedTransformer, loadOptions: LoadOptions, ownsKernels: boolean): Promise<WasmModel> {
   // A GGUF's vocabulary comes from the metadata already parsed: the file is read once.
   const tokenizer =
     loaded.metadata.format === "gguf"

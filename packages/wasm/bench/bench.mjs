@@ -4,7 +4,11 @@
 //
 //   npm run bench -- [model.gguf|folder ...] [--json] [--threads N[,M]] [--runs N]
 //                    [--models smollm2,qwen25,llama32] [--types q8_0,q4_0,f16,q5_0,q5_1] [--no-llama]
-//                    [--relaxed] [--batch-size N]
+//                    [--relaxed] [--no-warm-up] [--batch-size N]
+//
+// --no-warm-up adds ours without the warm-up at load (WasmLoadOptions.warmUp
+// false) as an engine of its own: the load time the warm-up costs, and the cold
+// decode it spares.
 //
 // --batch-size sets LoadOptions.batchSize for ours and the context's batchSize
 // for llama.cpp (defaults: 128 and 512): most prompt tokens per forward pass.
@@ -45,6 +49,7 @@ function parseArguments(argv) {
     types: DEFAULT_BENCH_TYPES,
     llama: true,
     relaxed: false,
+    noWarmUp: false,
     paths: [],
   };
   for (let i = 0; i < argv.length; i++) {
@@ -57,6 +62,7 @@ function parseArguments(argv) {
     if (arg === "--json") options.json = true;
     else if (arg === "--no-llama") options.llama = false;
     else if (arg === "--relaxed") options.relaxed = true;
+    else if (arg === "--no-warm-up") options.noWarmUp = true;
     else if (arg === "--runs") options.runs = positive(arg, value());
     else if (arg === "--threads") options.threads = list().map((item) => positive(arg, item));
     else if (arg === "--batch-size") options.batchSize = positive(arg, value());
@@ -147,6 +153,7 @@ async function benchOne(label, path, options) {
   const jobs = [];
   for (const threads of options.threads) jobs.push(["ours", threads]);
   if (options.relaxed) for (const threads of options.threads) jobs.push(["ours-relaxed", threads]);
+  if (options.noWarmUp) for (const threads of options.threads) jobs.push(["ours-no-warm-up", threads]);
   if (options.llama) jobs.push(["llama", 1], ["llama", 2]);
   const runs = new Map(jobs.map((job) => [job.join(":"), []]));
   const loadBefore = loadavg()[0];

@@ -1,10 +1,11 @@
 // One measurement run in a fresh process (so peak RSS is this engine's alone):
-//   node measure.mjs <ours|ours-relaxed|llama> <model.gguf|folder> <threads>
+//   node measure.mjs <ours|ours-relaxed|ours-no-warm-up|llama> <model.gguf|folder> <threads>
 // prints one JSON line: load time, time to first token and prefill rate for a
 // 128-token prompt, prefill rate for a 512-token prompt, decode rate over 128
 // new tokens (EOS ignored, greedy), and the process's peak RSS.
 //
-// The first thing after load is the decode run itself, reported as the cold
+// The first thing after load (which ends with our warm-up generation, except
+// for ours-no-warm-up) is the decode run itself, reported as the cold
 // decode rate; it is also the warm-up: ours runs JavaScript around its
 // kernels, and V8 compiles the hot parts of it with its optimizing compiler on
 // background threads during the first ~100 tokens, which on two vCPUs take
@@ -17,8 +18,8 @@ const [engine, modelPath, threadsArg, batchSizeArg] = process.argv.slice(2);
 const threads = Number(threadsArg);
 /** Most prompt tokens per forward pass; undefined: each engine's default (ours 128, llama.cpp 512). */
 const batchSize = batchSizeArg === undefined ? undefined : Number(batchSizeArg);
-if (!["ours", "ours-relaxed", "llama"].includes(engine) || !modelPath || !(threads >= 1)) {
-  console.error("usage: node measure.mjs <ours|ours-relaxed|llama> <model> <threads> [batch size]");
+if (!["ours", "ours-relaxed", "ours-no-warm-up", "llama"].includes(engine) || !modelPath || !(threads >= 1)) {
+  console.error("usage: node measure.mjs <ours|ours-relaxed|ours-no-warm-up|llama> <model> <threads> [batch size]");
   process.exit(2);
 }
 
@@ -52,8 +53,10 @@ function peakRss() {
 }
 
 async function measureOurs() {
-  const { loadModel } = await import("@infer/core");
-  await import("@infer/wasm"); // the package entry, as an application imports it (its bundle: scripts/bundle.mjs)
+  const { loadModel: coreLoad } = await import("@infer/core");
+  const { loadWasmModel } = await import("@infer/wasm"); // the package entry, as an application imports it (its bundle: scripts/bundle.mjs)
+  // Core's loadModel takes only the contract's options; the warm-up switch is the backend's own.
+  const loadModel = engine === "ours-no-warm-up" ? (path, options) => loadWasmModel(path, { ...options, warmUp: false }) : coreLoad;
   const started = performance.now();
   // The last call's memory event: its weights and KV cache are what peak RSS is measured against.
   let memory;
@@ -69,7 +72,7 @@ async function measureOurs() {
   };
   const coldDecode = await decode(); // and the warm-up
   // ours-relaxed: the relaxed-SIMD kernels (bench.mjs sets INFER_WASM_KERNELS and the V8 flag for it).
-  const name = engine === "ours-relaxed" ? "ours relaxed" : "ours";
+  const name = { "ours-relaxed": "ours relaxed", "ours-no-warm-up": "ours no warm-up" }[engine] ?? "ours";
   const result = { engine: `${name} (${threads} thread${threads > 1 ? "s" : ""})`, threads, loadMs, coldDecode, prefill: {} };
   for (const size of PROMPT_SIZES) {
     const started = performance.now();

@@ -45,6 +45,12 @@ export interface WasmLoadOptions extends LoadOptions {
    * there next time (default true). See listCachedModels / deleteCachedModel.
    */
   cache?: boolean;
+  /**
+   * Run a short greedy generation at load so that the first one after it is as
+   * fast as later ones (WasmModel.warmUp). Default: true where the model runs
+   * on WebAssembly kernels of its own; false loads faster.
+   */
+  warmUp?: boolean;
 }
 
 /**
@@ -92,11 +98,14 @@ async function isModelPath(path: string): Promise<boolean> {
  */
 export async function loadWasmModel(source: ModelSource, options: WasmLoadOptions = {}): Promise<TextModel> {
   const label = describeSource(source);
-  const { kernels: given, cache, ...loadOptions } = options;
+  const { kernels: given, cache, warmUp, ...loadOptions } = options;
   if (cache !== undefined && typeof cache !== "boolean") {
     throw new InferenceError("INVALID_OPTION", `load option 'cache' must be a boolean (got ${String(cache)})`, { details: { option: "cache", value: cache } });
   }
   validateLoadOptions(loadOptions);
+  if (warmUp !== undefined && typeof warmUp !== "boolean") {
+    throw new InferenceError("INVALID_OPTION", `warmUp must be a boolean, got ${String(warmUp)}`, { details: { option: "warmUp", value: warmUp } });
+  }
   rejectUnsupported(loadOptions);
   const quantize = loadOptions.quantize === undefined ? undefined : QUANTIZE_TYPES[loadOptions.quantize.toLowerCase()];
   if (loadOptions.quantize !== undefined && quantize === undefined) {
@@ -113,13 +122,24 @@ export async function loadWasmModel(source: ModelSource, options: WasmLoadOption
     if (ownsKernels) await kernels.dispose?.();
     throw error;
   }
+  let model: WasmModel;
   try {
     const warnings = loadOptions.adapterPath === undefined ? [] : await applyAdapter(loadOptions.adapterPath, label, loaded);
-    return await assemble(label, loaded, loadOptions, ownsKernels, warnings);
+    model = await assemble(label, loaded, loadOptions, ownsKernels, warnings);
   } catch (error) {
     await (ownsKernels ? loaded.transformer.dispose() : loaded.transformer.releaseMemory());
     throw error;
   }
+  // The plain TypeScript kernels have no V8 compilation racing their threads to hide.
+  if (warmUp ?? (ownsKernels && kernels !== referenceKernels)) {
+    try {
+      await model.warmUp();
+    } catch (error) {
+      await model.close();
+      throw error;
+    }
+  }
+  return model;
 }
 
 /** KERNELS_ENV's WebAssembly choices, as createWasmKernels' relaxedSimd option. */

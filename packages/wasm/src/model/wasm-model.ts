@@ -45,6 +45,14 @@ export interface WasmModelParts {
   dispose(): Promise<void>;
 }
 
+/**
+ * The warm-up's prompt tokens (a prime, so that sizes divided by it are fractional
+ * as for most real prompts) and decode steps: enough, as measured with
+ * --trace-opt, for V8 to have compiled the decode path before the first generation.
+ */
+const WARM_UP_PROMPT_TOKENS = 37;
+const WARM_UP_STEPS = 64;
+
 /** A model running on our own engine. */
 export class WasmModel extends BaseTextModel implements TokenizerModel, AttentionInspector {
   readonly backend = "wasm";
@@ -78,6 +86,37 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     return this.parts.tokenizer.renderChat(messages, {
       addGenerationPrompt: options?.addGenerationPrompt ?? true,
       chatTemplate: options?.chatTemplate,
+    });
+  }
+
+  /**
+   * A greedy generation on slot 0 that leaves no trace (no metrics, probe
+   * events or cached positions), run at load: V8 optimizes the JavaScript
+   * around the kernels on a background thread once it is hot, and where the
+   * kernel threads take every core that compilation slows the first
+   * generation after load (docs/performance.md, "Cold decode"). Both a
+   * prompt and decode steps, so that the prefill and decode paths have met
+   * the values they take later (a prompt length whose tile divisions are
+   * fractional, a scratch that grows): code optimized on narrower feedback
+   * is thrown away at the first real prompt and compiled again.
+   */
+  warmUp(): Promise<void> {
+    return this.exclusive(async (signal) => {
+      const promptTokens = Math.min(WARM_UP_PROMPT_TOKENS, Math.floor(this.parts.contextLength / 2));
+      const steps = Math.min(WARM_UP_STEPS, this.parts.contextLength - promptTokens);
+      const options: ResolvedGenerateOptions = { ...DEFAULT_GENERATE_OPTIONS, temperature: 0, maxTokens: steps, ignoreEos: true, stopTokens: [], stopStrings: [] };
+      const first = this.parts.tokenizer.bosId ?? 0;
+      const scheduler = this.scheduler();
+      const seq = scheduler.start(0, this.request(new Array<number>(promptTokens).fill(first), options, 0));
+      try {
+        while (!seq.done) {
+          scheduler.step([seq], signal);
+          seq.drain();
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        }
+      } finally {
+        this.cache.clear(0);
+      }
     });
   }
 

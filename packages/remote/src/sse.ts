@@ -1,4 +1,4 @@
-import { abortedError, isInferenceError } from "@infer/core";
+import { abortedError } from "@infer/core";
 import { remoteError, unavailable } from "./failures.js";
 
 /** What `readEvents` needs beyond the body: limits, the signal, the URL for messages. */
@@ -21,12 +21,13 @@ export interface SseLimits {
 export async function* readEvents(body: ReadableStream<Uint8Array>, limits: SseLimits): AsyncGenerator<unknown, boolean, undefined> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
+  const watch = new Watch(reader, limits);
   let buffer = "";
   let data: string[] = [];
   let dataLength = 0;
   try {
     for (;;) {
-      const chunk = await readWithin(reader, limits);
+      const chunk = await watch.read();
       if (chunk === undefined) return false;
       buffer += decoder.decode(chunk, { stream: true });
       let newline: number;
@@ -52,7 +53,57 @@ export async function* readEvents(body: ReadableStream<Uint8Array>, limits: SseL
       }
     }
   } finally {
+    watch.stop();
     reader.cancel().catch(() => undefined);
+  }
+}
+
+/**
+ * One stream's guard: a single idle timer, restarted by each chunk, and a
+ * single abort listener (per-read timers and listeners cost more than a small
+ * model's token does). Either cancels the reader, which ends the pending read;
+ * the read then throws the reason.
+ */
+class Watch {
+  private readonly timer: ReturnType<typeof setTimeout>;
+  private readonly onAbort: () => void;
+  private failure: unknown;
+
+  constructor(
+    private readonly reader: ReadableStreamDefaultReader<Uint8Array>,
+    private readonly limits: SseLimits,
+  ) {
+    this.timer = setTimeout(
+      () => this.stopWith(unavailable(limits.url, `sent nothing for ${limits.idleMs} ms mid-stream (timeoutMs)`, { timeoutMs: limits.idleMs })),
+      limits.idleMs,
+    );
+    this.onAbort = () => this.stopWith(abortedError(limits.signal.reason));
+    limits.signal.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  /** The next chunk, undefined at the end; fails on abort, a read error or `idleMs` of silence. */
+  async read(): Promise<Uint8Array | undefined> {
+    if (this.limits.signal.aborted) throw abortedError(this.limits.signal.reason);
+    let step: Awaited<ReturnType<ReadableStreamDefaultReader<Uint8Array>["read"]>>;
+    try {
+      step = await this.reader.read();
+    } catch (error) {
+      if (this.failure !== undefined) throw this.failure;
+      throw unavailable(this.limits.url, `the connection broke mid-stream: ${error instanceof Error ? error.message : String(error)}`, {}, error);
+    }
+    if (this.failure !== undefined) throw this.failure;
+    this.timer.refresh();
+    return step.done ? undefined : step.value;
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.limits.signal.removeEventListener("abort", this.onAbort);
+  }
+
+  private stopWith(failure: unknown): void {
+    this.failure ??= failure;
+    this.reader.cancel().catch(() => undefined);
   }
 }
 
@@ -61,30 +112,5 @@ function parsePayload(payload: string, url: string): unknown {
     return JSON.parse(payload);
   } catch {
     throw remoteError(url, `malformed server-sent event (not JSON): ${JSON.stringify(payload.slice(0, 120))}`);
-  }
-}
-
-/** The next chunk, undefined at the end; fails on abort, a read error or `idleMs` of silence. */
-async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, limits: SseLimits): Promise<Uint8Array | undefined> {
-  if (limits.signal.aborted) throw abortedError(limits.signal.reason);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let onAbort: (() => void) | undefined;
-  const stopped = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(unavailable(limits.url, `sent nothing for ${limits.idleMs} ms mid-stream (timeoutMs)`, { timeoutMs: limits.idleMs })),
-      limits.idleMs,
-    );
-    onAbort = () => reject(abortedError(limits.signal.reason));
-    limits.signal.addEventListener("abort", onAbort, { once: true });
-  });
-  try {
-    const { done, value } = await Promise.race([reader.read(), stopped]);
-    return done ? undefined : value;
-  } catch (error) {
-    if (isInferenceError(error)) throw error;
-    throw unavailable(limits.url, `the connection broke mid-stream: ${error instanceof Error ? error.message : String(error)}`, {}, error);
-  } finally {
-    clearTimeout(timer);
-    limits.signal.removeEventListener("abort", onAbort!);
   }
 }

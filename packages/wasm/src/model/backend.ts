@@ -172,7 +172,7 @@ async function assemble(
   loadOptions: LoadOptions,
   ownsKernels: boolean,
   adapterWarnings: string[],
-): Promise<TextModel> {
+): Promise<WasmModel> {
   // A GGUF's vocabulary comes from the metadata already parsed: the file is read once.
   const tokenizer =
     loaded.metadata.format === "gguf"

@@ -4,11 +4,14 @@
  * and the Hugging Face path inside model.layers.N (self_attn.q_proj, from
  * arch/common's table, so each fact is stated once).
  */
-import { InferenceError } from "@infer/core";
+import { InferenceError, LORA_TARGET_MODULES } from "@infer/core";
 import { HF_LAYER_NAMES } from "../arch/common.js";
 
-/** PEFT module name → the GGUF block tensor part. */
-const MODULE_PARTS = {
+/** A PEFT module name: core's list of the projections LoRA attaches to. */
+export type LoraModule = (typeof LORA_TARGET_MODULES)[number];
+
+/** PEFT module name → the GGUF block tensor part (the type makes it cover every module). */
+const MODULE_PARTS: Readonly<Record<LoraModule, string>> = {
   q_proj: "attn_q",
   k_proj: "attn_k",
   v_proj: "attn_v",
@@ -16,11 +19,9 @@ const MODULE_PARTS = {
   gate_proj: "ffn_gate",
   up_proj: "ffn_up",
   down_proj: "ffn_down",
-} as const;
+};
 
-export type LoraModule = keyof typeof MODULE_PARTS;
-
-export const LORA_MODULES: readonly LoraModule[] = Object.keys(MODULE_PARTS) as LoraModule[];
+export const LORA_MODULES: readonly LoraModule[] = LORA_TARGET_MODULES;
 
 export function isLoraModule(name: string): name is LoraModule {
   return Object.hasOwn(MODULE_PARTS, name);

@@ -2,8 +2,10 @@ import { readFile, stat } from "node:fs/promises";
 import {
   type GenerateOptions,
   InferenceError,
+  isHttpUrl,
   isInferenceError,
   isTokenizerModel,
+  type LoadProgress,
   listBackends,
   loadModel,
   type LoadOptions,
@@ -152,23 +154,44 @@ export interface OpenedModel {
   loadMs: number;
 }
 
-/** Resolves, then loads a model with the backends that are installed. */
+/**
+ * A bar for a backend's own download (a model file's URL), fed by LoadOptions.onProgress: the
+ * same bar as a pull, its rate measured here.
+ */
+function downloadProgress(bar: ProgressBar, file: string): (progress: LoadProgress) => void {
+  const started = performance.now();
+  return ({ phase, loadedBytes, totalBytes }) => {
+    if (phase !== "download") return;
+    const seconds = (performance.now() - started) / 1000;
+    bar.update({ file, received: loadedBytes, total: totalBytes, resumedFrom: 0, bytesPerSec: seconds > 0 ? loadedBytes / seconds : 0, index: 0, count: 1 });
+  };
+}
+
+/**
+ * Resolves, then loads a model with the backends that are installed. An http(s) URL is loaded as
+ * it is: a server's (backend remote) or a model file's, which the backend downloads itself.
+ */
 export async function openModel(spec: string, io: CliIO, options: LoadOptions, verbose = false): Promise<OpenedModel> {
-  const path = await localPath(spec, io);
+  const url = isHttpUrl(spec);
+  const path = url ? spec : await localPath(spec, io);
   // A pinned backend that is already registered needs no engine packages imported.
   const pinned = options.backend !== undefined && listBackends().includes(options.backend);
   const problems = pinned ? [] : await registerBackends();
   if (verbose) for (const problem of problems) io.stderr.write(`infer: backend not loaded: ${problem}\n`);
   const started = performance.now();
   let model: TextModel;
+  const bar = new ProgressBar(io.stderr);
   try {
-    model = await loadModel(path, options);
+    const onProgress = url && options.onProgress === undefined ? downloadProgress(bar, spec) : undefined;
+    model = await loadModel(path, onProgress ? { ...options, onProgress } : options);
   } catch (error) {
     // "No backend" is often really "a backend package failed to load": say which and why.
     if (problems.length && (isInferenceError(error, "BACKEND_NOT_FOUND") || isInferenceError(error, "NO_BACKEND_FOR_FORMAT"))) {
       throw new InferenceError(error.code, `${error.message}; backend packages that failed to load: ${problems.join("; ")}`, { cause: error, details: error.details });
     }
     throw error;
+  } finally {
+    bar.finish();
   }
   const loadMs = performance.now() - started;
   for (const warning of model.info().warnings ?? []) io.stderr.write(`infer: warning: ${warning}\n`);

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,6 +17,18 @@ const models = fileURLToPath(new URL("../../../../../shared/models/", import.met
 const gguf = `${models}stories260K/stories260K.gguf`;
 const bin = fileURLToPath(new URL("../src/bin.js", import.meta.url));
 const skip = existsSync(gguf) ? false : `needs ${gguf} (the shared test models are not here)`;
+
+/** Runs node with `args` without blocking this process (a server in it must keep answering); resolves with its output. */
+function spawnCollected(args: string[], env?: NodeJS.ProcessEnv): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { env });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
 
 test("infer run stories260K greedy prints llama2.c's expected 200 tokens", { skip, timeout: 120_000 }, () => {
   const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8");
@@ -71,20 +85,35 @@ test("infer run hf:... pulls from a hub (HF_ENDPOINT) into INFER_CACHE, then run
     const env = { ...process.env, HF_ENDPOINT: hub.url, INFER_CACHE: cache };
     const args = [bin, "run", "hf:karpathy/tinyllamas:stories260K.gguf", "", "-n", "200", "-t", "0", "--threads", "1"];
     // Asynchronous spawn: the hub runs in this process and must keep answering.
-    const result = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, args, { env });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
-      child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
-      child.on("close", (status) => resolve({ status, stdout, stderr }));
-    });
+    const result = await spawnCollected(args, env);
     assert.equal(result.status, 0, result.stderr);
     assert.equal(result.stdout, expected);
     assert.match(result.stderr, /stories260K\.gguf \[#+\] 100%/);
   } finally {
     hub.server.close();
     rmSync(cache, { recursive: true, force: true });
+  }
+});
+
+test("infer run <url of a .gguf> downloads it through the backend with a progress bar, then runs", { skip, timeout: 120_000 }, async () => {
+  const expected = readFileSync(`${models}stories260K/expected-greedy-200.txt`, "utf8");
+  const content = readFileSync(gguf);
+  const server = createServer((req, res) => {
+    if (req.url !== "/models/stories260K.gguf") return void res.writeHead(404).end();
+    res.writeHead(200, { "content-length": content.length, "content-type": "application/octet-stream" });
+    res.end(content);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/models/stories260K.gguf`;
+    const args = [bin, "run", url, "", "-n", "200", "-t", "0", "--threads", "1"];
+    // Asynchronous spawn: the server runs in this process and must keep answering.
+    const result = await spawnCollected(args);
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stdout, expected);
+    assert.ok(result.stderr.includes(`${url} [########################] 100%`), result.stderr);
+  } finally {
+    server.close();
   }
 });
 

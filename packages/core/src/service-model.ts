@@ -1,6 +1,7 @@
 import { capabilitiesOf } from "./capabilities.js";
 import { InferenceError } from "./errors.js";
 import { type EmbeddingModel, isEmbeddingModel, isTokenizerModel, type TextModel, type TokenizerModel } from "./model.js";
+import { isProbedModel, type ProbedModel, type ProbeSink } from "./probes.js";
 import type { ModelService } from "./service.js";
 import type { GenerateMetrics, ModelInfo } from "./types.js";
 
@@ -22,12 +23,20 @@ export async function servedModel(service: ModelService, name: string): Promise<
     capabilities: capabilitiesOf(model),
     tokenizer: isTokenizerModel(model),
     embeddings: isEmbeddingModel(model),
+    probed: isProbedModel(model),
   }));
+  // Sinks stay attached across unloads: each model the service loads for this name gets them on its first call here.
+  const sinks = new Map<ProbeSink, Map<TextModel, () => void>>();
+  const bind = (model: TextModel): TextModel => {
+    if (!isProbedModel(model)) return model;
+    for (const [sink, detachers] of sinks) if (!detachers.has(model)) detachers.set(model, model.attachProbe(sink));
+    return model;
+  };
 
   const run = async <T>(fn: (model: TextModel) => Promise<T>): Promise<T> => {
     try {
       const result = await service.use(name, (model) => {
-        last = model;
+        last = bind(model);
         return fn(model);
       });
       lastError = undefined;
@@ -39,7 +48,7 @@ export async function servedModel(service: ModelService, name: string): Promise<
   };
   async function* stream<T>(open: (model: TextModel) => AsyncIterable<T>): AsyncGenerator<T> {
     const lease = await service.acquire(name);
-    last = lease.model;
+    last = bind(lease.model);
     try {
       yield* open(lease.model);
       lastError = undefined;
@@ -88,6 +97,19 @@ export async function servedModel(service: ModelService, name: string): Promise<
       applyChatTemplate: (messages, options) => tokenizer().applyChatTemplate(messages, options),
     };
     Object.assign(model, methods);
+  }
+  if (shape.probed) {
+    const probed: ProbedModel = {
+      attachProbe(sink) {
+        sinks.set(sink, new Map());
+        if (last) bind(last);
+        return () => {
+          for (const detach of sinks.get(sink)?.values() ?? []) detach();
+          sinks.delete(sink);
+        };
+      },
+    };
+    Object.assign(model, probed);
   }
   if (shape.embeddings) {
     const embed: EmbeddingModel["embed"] = (texts, options) => run((m) => (m as TextModel & EmbeddingModel).embed(texts, options));

@@ -15,3 +15,5 @@ export * from "./capabilities.js";
 export * from "./probes.js";
 export * from "./training.js";
 export * from "./probe-sinks/index.js";
+export * from "./service.js";
+export * from "./service-model.js";

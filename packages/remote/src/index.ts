@@ -5,6 +5,7 @@ import { loadRemoteModel } from "./load.js";
 export { RemoteModel } from "./model.js";
 export { RemoteEmbeddingModel } from "./embedding-model.js";
 export { loadRemoteModel } from "./load.js";
+export { loadReplicas, ReplicatedModel, type ReplicaOptions, type ReplicaStatus } from "./replicas.js";
 export { DIALECTS, DIALECT_FEATURES, type Dialect, type DialectFeatures, detectDialect } from "./dialect.js";
 export { API_KEY_ENV, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_MS, endpointOf } from "./endpoint.js";
 export { REMOTE_CAPABILITIES } from "./capabilities.js";

@@ -1,7 +1,7 @@
 import { randomUUID, timingSafeEqual } from "node:crypto";
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
-import { capabilitiesOf, isEmbeddingModel, isProbedModel, isTokenizerModel, ProbeMetrics, type TextModel } from "@infer/core";
+import { capabilitiesOf, isEmbeddingModel, isProbedModel, isTokenizerModel, type ModelService, ProbeMetrics, type TextModel } from "@infer/core";
 import { Batcher } from "./batcher.js";
 import { answerClientErrors, type ConnectionTimeouts, httpServerOptions } from "./connection.js";
 import { HttpError, toHttpError } from "./errors.js";
@@ -35,6 +35,8 @@ export interface ServerOptions extends ConnectionTimeouts {
   maxBatch?: number;
   /** Jinja chat templates by model name, used instead of (or for models without) the model's own. */
   chatTemplates?: Record<string, string>;
+  /** The model service behind `models` (see `servedModel`), whose status /health then reports. */
+  service?: Pick<ModelService, "status">;
   /** Receives one line per finished request (default: nothing). */
   log?: (line: string) => void;
 }
@@ -129,7 +131,7 @@ export function createServer(options: ServerOptions): InferServer {
       });
     }
     if (path === "/health") {
-      sendJson(res, 200, { status: "ok", models: names });
+      sendJson(res, 200, { status: "ok", models: names, ...(options.service && { loaded: options.service.status() }) });
       return;
     }
     if (!authorized(req)) {

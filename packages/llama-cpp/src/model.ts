@@ -29,7 +29,7 @@ import { runBatch } from "./batch.js";
 import { LLAMA_CPP_CAPABILITIES } from "./capabilities.js";
 import { renderChatTemplate } from "./chat-template.js";
 import { classifyPrompts } from "./classify.js";
-import type { DecodeTimings } from "./decode.js";
+import { assignSequences, type DecodeTimings } from "./decode.js";
 import { PeakRss } from "./peak-memory.js";
 import { asLlamaTokens } from "./runtime.js";
 import type { LlamaCppParts } from "./parts.js";
@@ -69,12 +69,16 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
   }
 
   /**
-   * Speculative decoding so far on the single-stream slot: draft tokens that
-   * the model confirmed (`validated`) or rejected (`refuted`). All zero without a draft model.
+   * Speculative decoding so far over the slots: draft tokens that the model
+   * confirmed (`validated`) or rejected (`refuted`). All zero without a draft model.
    */
   get speculativeStats(): { validated: number; refuted: number } {
-    const { validated, refuted } = this.parts.slots[0]!.tokenPredictions;
-    return { validated, refuted };
+    const total = { validated: 0, refuted: 0 };
+    for (const { tokenPredictions } of this.parts.slots) {
+      total.validated += tokenPredictions.validated;
+      total.refuted += tokenPredictions.refuted;
+    }
+    return total;
   }
 
   /** Layers offloaded to the GPU. */
@@ -169,9 +173,10 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     assertLogprobsCombinable(options);
     const grammar = await compileGrammar(llama, options);
     const timings: DecodeTimings = { generated: 0 };
+    const [sequence] = this.parts.reusePrefixes ? assignSequences(this.parts.slots, [prompt]) : this.parts.slots;
     const decoding = await startDecoding(
       this.parts,
-      this.parts.slots[0]!,
+      sequence!,
       prompt,
       options,
       grammar,
@@ -193,7 +198,7 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
       }
     } finally {
       await decoding.return("stop");
-      this.recordMetrics(call, peak, emitted, prompt.length, emitted, started, timings.firstTokenAt);
+      this.recordMetrics(call, peak, emitted, prompt.length, emitted, started, timings.firstTokenAt, timings.cachedPromptTokens);
     }
   }
 
@@ -241,7 +246,7 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     const onLogits = (index: number, logits: Float32Array, step: number) => this.emitLogitsProbe(call, logits, step, index);
     const outcome = await runBatch(this.parts, tokenized, options, signal, probed, onLogits);
     const promptTokens = tokenized.reduce((sum, p) => sum + p.length, 0);
-    this.recordMetrics(call, peak, Math.max(0, ...steps), promptTokens, outcome.generated, started, outcome.firstTokenAt);
+    this.recordMetrics(call, peak, Math.max(0, ...steps), promptTokens, outcome.generated, started, outcome.firstTokenAt, outcome.cachedPromptTokens);
   }
 
   protected override async dispose(): Promise<void> {
@@ -286,12 +291,14 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     generatedTokens: number,
     started: number,
     firstTokenAt?: number,
+    cachedPromptTokens = 0,
   ): void {
     const ended = performance.now();
     const prefillEnd = firstTokenAt ?? ended;
     const memory = this.callMemory(peak);
     this.lastMetrics = makeMetrics({
       promptTokens,
+      cachedPromptTokens,
       generatedTokens,
       prefillMs: prefillEnd - started,
       decodeMs: ended - prefillEnd,

@@ -13,6 +13,7 @@ export * from "./registry.js";
 export * from "./urls.js";
 export * from "./capabilities.js";
 export * from "./prefix-reuse.js";
+export * from "./kv-snapshot.js";
 export * from "./probes.js";
 export * from "./training.js";
 export * from "./probe-sinks/index.js";

@@ -9,6 +9,7 @@ import {
   type EncodeOptions,
   type FinishReason,
   InferenceError,
+  type KVSnapshotModel,
   type Message,
   type ModelInfo,
   type MemoryPayload,
@@ -24,24 +25,27 @@ import {
   summarizeLogits,
   toInferenceError,
 } from "@infer/core";
-import type { LlamaEmbeddingContext } from "node-llama-cpp";
+import type { LlamaContextSequence, LlamaEmbeddingContext } from "node-llama-cpp";
 import { runBatch } from "./batch.js";
 import { LLAMA_CPP_CAPABILITIES } from "./capabilities.js";
 import { renderChatTemplate } from "./chat-template.js";
 import { classifyPrompts } from "./classify.js";
 import { assignSequences, type DecodeTimings } from "./decode.js";
+import { loadSequenceState, saveSequenceState, type StateIdentity } from "./kv-state.js";
 import { PeakRss } from "./peak-memory.js";
 import { asLlamaTokens } from "./runtime.js";
 import type { LlamaCppParts } from "./parts.js";
 import { compileGrammar } from "./sampling.js";
 import { assertLogprobsCombinable, startDecoding } from "./start-decode.js";
 
-export class LlamaCppModel extends BaseTextModel implements TokenizerModel, EmbeddingModel, CapabilityDeclaration {
+export class LlamaCppModel extends BaseTextModel implements TokenizerModel, EmbeddingModel, KVSnapshotModel, CapabilityDeclaration {
   readonly backend = "llama_cpp";
   readonly modelType: string;
   readonly capabilities = LLAMA_CPP_CAPABILITIES;
   private readonly parts: LlamaCppParts;
   private embeddingContext: Promise<LlamaEmbeddingContext> | undefined;
+  /** The sequence of the last generate / chat call: the conversation `snapshotKV` saves. */
+  private lastSequence: LlamaContextSequence | undefined;
 
   constructor(parts: LlamaCppParts) {
     super();
@@ -115,6 +119,27 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     );
   }
 
+  // ---- KVSnapshotModel ----
+
+  /** The conversation of the last generate / chat call (its tokens and KV cells), as bytes `restoreKV` takes back. */
+  snapshotKV(options?: { signal?: AbortSignal }): Promise<Uint8Array> {
+    return this.exclusive(async () => saveSequenceState(this.lastSequence ?? this.parts.slots[0]!, this.stateIdentity()), options?.signal);
+  }
+
+  /** Loads a `snapshotKV` of this same model into the least recently used sequence; another model's or damaged bytes are refused. */
+  restoreKV(snapshot: Uint8Array, options?: { signal?: AbortSignal }): Promise<void> {
+    return this.exclusive(async () => {
+      const [sequence] = assignSequences(this.parts.slots, [[]]);
+      await loadSequenceState(sequence!, snapshot, this.stateIdentity());
+      this.lastSequence = sequence;
+    }, options?.signal);
+  }
+
+  private stateIdentity(): StateIdentity {
+    const { architecture, vocabSize, numLayers, hiddenSize, parameters } = this.parts.info;
+    return { architecture, vocabSize, numLayers, hiddenSize, parameters: parameters ?? 0, kvType: this.parts.kvType };
+  }
+
   // ---- EmbeddingModel ----
 
   /** Embeddings get their own context (no KV sharing with generation), capped to keep it small. */
@@ -174,6 +199,7 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     const grammar = await compileGrammar(llama, options);
     const timings: DecodeTimings = { generated: 0 };
     const [sequence] = this.parts.reusePrefixes ? assignSequences(this.parts.slots, [prompt]) : this.parts.slots;
+    this.lastSequence = sequence;
     const decoding = await startDecoding(
       this.parts,
       sequence!,

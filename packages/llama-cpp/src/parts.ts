@@ -13,6 +13,8 @@ export interface LlamaCppParts {
   slots: LlamaContextSequence[];
   /** Whether a prompt reuses the tokens a sequence already evaluated (LoadOptions.promptCacheBytes not 0). */
   reusePrefixes: boolean;
+  /** LoadOptions.kvType as loaded (node-llama-cpp's default, f16, when not given): part of a KV snapshot's identity. */
+  kvType: string;
   /** The speculative-decoding draft, when `draftModel` was given. */
   draft?: { model: LlamaModel; context: LlamaContext };
   threads: number;

@@ -12,6 +12,8 @@ export * from "./sampling.js";
 export * from "./registry.js";
 export * from "./urls.js";
 export * from "./capabilities.js";
+export * from "./prefix-reuse.js";
+export * from "./kv-snapshot.js";
 export * from "./probes.js";
 export * from "./training.js";
 export * from "./probe-sinks/index.js";

@@ -104,6 +104,16 @@ export interface LoadOptions {
    */
   batchSize?: number;
   /**
+   * Memory for prefix reuse (backend wasm), in bytes: a prompt that starts with
+   * tokens an earlier call left in the KV cache (a chat's history, a shared
+   * system prompt) reuses their keys and values instead of evaluating them
+   * again. Each sequence slot keeps what its last call left; copies of earlier
+   * conversations' prefixes are kept, least recently used dropped first, within
+   * this budget. 0 turns prefix reuse off. Default: `DEFAULT_PROMPT_CACHE_BYTES`
+   * (64 MiB). llama_cpp reuses each slot's own tokens and takes no budget.
+   */
+  promptCacheBytes?: number;
+  /**
    * Run the model in a child process of its own (backend llama_cpp), so that a
    * native crash fails the calls in flight with `BACKEND_CRASHED` and the model
    * restarts for the next call instead of taking the whole process down. It
@@ -157,6 +167,9 @@ export const DEFAULT_GENERATE_OPTIONS = Object.freeze({
   repeatLastN: 64,
   idleTimeoutMs: 60_000,
 });
+
+/** LoadOptions.promptCacheBytes when not given: room for a few conversations' KV of a small model. */
+export const DEFAULT_PROMPT_CACHE_BYTES = 64 * 2 ** 20;
 
 export const DEFAULT_LOAD_OPTIONS = Object.freeze({
   gpuLayers: -1,
@@ -276,6 +289,7 @@ const LOAD_CHECKS: Record<keyof LoadOptions, Check> = {
   kvType: (v) =>
     typeof v === "string" && KV_TYPES.includes(v.toLowerCase()) ? undefined : `must be one of ${KV_TYPES.join(", ")}`,
   batchSize: intAtLeast(1),
+  promptCacheBytes: intAtLeast(0),
   isolate: bool,
   onProgress: (v) => (typeof v === "function" ? undefined : "must be a function"),
   remote: (v) => checkFields(v, REMOTE_CHECKS),

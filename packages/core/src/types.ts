@@ -45,7 +45,13 @@ export interface BatchResult {
 }
 
 export interface GenerateMetrics {
+  /** Tokens in the prompt(s), reused or evaluated. */
   promptTokens: number;
+  /**
+   * Of `promptTokens`, those whose KV entries were reused from an earlier call
+   * (prefix reuse) instead of evaluated; `promptTokens - cachedPromptTokens` were evaluated.
+   */
+  cachedPromptTokens: number;
   generatedTokens: number;
   prefillMs: number;
   decodeMs: number;
@@ -105,6 +111,7 @@ export interface GenerationResult {
 export function emptyMetrics(): GenerateMetrics {
   return {
     promptTokens: 0,
+    cachedPromptTokens: 0,
     generatedTokens: 0,
     prefillMs: 0,
     decodeMs: 0,
@@ -119,6 +126,7 @@ export function emptyMetrics(): GenerateMetrics {
 /** Builds metrics from raw counts and timings, deriving the rates. */
 export function makeMetrics(fields: {
   promptTokens: number;
+  cachedPromptTokens?: number;
   generatedTokens: number;
   prefillMs: number;
   decodeMs: number;
@@ -127,13 +135,16 @@ export function makeMetrics(fields: {
   activeMemoryBytes?: number;
 }): GenerateMetrics {
   const rate = (count: number, ms: number) => (ms > 0 ? (count * 1000) / ms : 0);
+  const cachedPromptTokens = fields.cachedPromptTokens ?? 0;
   return {
     promptTokens: fields.promptTokens,
+    cachedPromptTokens,
     generatedTokens: fields.generatedTokens,
     prefillMs: fields.prefillMs,
     decodeMs: fields.decodeMs,
     totalMs: fields.totalMs,
-    prefillTokensPerSec: rate(fields.promptTokens, fields.prefillMs),
+    // Prefill speed counts the tokens it evaluated: reused ones cost it nothing.
+    prefillTokensPerSec: rate(fields.promptTokens - cachedPromptTokens, fields.prefillMs),
     // The first generated token comes out of prefill; decode produced the rest.
     decodeTokensPerSec: rate(Math.max(0, fields.generatedTokens - 1), fields.decodeMs),
     peakMemoryBytes: fields.peakMemoryBytes ?? 0,

@@ -62,6 +62,7 @@ const LOAD_CASES: Record<string, { good: unknown[]; bad: unknown[] }> = {
   quantize: { good: ["q8_0", "Q4_K", "f16"], bad: ["q3", 8] },
   kvType: { good: ["f16", "Q8_0"], bad: ["q4_0", "int8"] },
   batchSize: { good: [1, 512], bad: [0, 2.5, "64"] },
+  promptCacheBytes: { good: [0, 64 * 2 ** 20], bad: [-1, 1.5, "1MB"] },
   isolate: { good: [true, false], bad: ["yes", 1] },
   onProgress: { good: [() => undefined], bad: ["log", { phase: "load" }] },
   remote: {

@@ -1,5 +1,5 @@
 import { abortedError, type BatchSink, decodeInto, type ResolvedGenerateOptions } from "@infer/core";
-import type { DecodeTimings } from "./decode.js";
+import { assignSequences, type DecodeTimings } from "./decode.js";
 import type { LlamaCppParts } from "./parts.js";
 import { compileGrammar } from "./sampling.js";
 import { assertLogprobsCombinable, startDecoding } from "./start-decode.js";
@@ -9,6 +9,8 @@ export interface BatchOutcome {
   firstTokenAt?: number;
   /** Tokens decoded over all prompts. */
   generated: number;
+  /** Prompt tokens reused from what the sequences already held. */
+  cachedPromptTokens: number;
 }
 
 /**
@@ -32,26 +34,29 @@ export async function runBatch(
   const grammar = await compileGrammar(parts.llama, options);
   let firstTokenAt: number | undefined;
   let generated = 0;
+  let cachedPromptTokens = 0;
   for (let start = 0; start < prompts.length; start += parts.slots.length) {
     const wave = prompts.slice(start, start + parts.slots.length);
     const timings = wave.map((): DecodeTimings => ({ generated: 0 }));
+    const sequences = parts.reusePrefixes ? assignSequences(parts.slots, wave) : parts.slots;
     await Promise.all(
       wave.map((prompt, i) => {
         const index = start + i;
         const timing = timings[i]!;
         return decodeInto(sink, index, async () => {
           if (signal.aborted) throw abortedError(signal.reason);
-          return startDecoding(parts, parts.slots[i]!, prompt, options, grammar, signal, timing, (logits) =>
+          return startDecoding(parts, sequences[i]!, prompt, options, grammar, signal, timing, (logits) =>
             onLogits?.(index, logits, timing.generated),
           );
         });
       }),
     );
     generated += timings.reduce((sum, t) => sum + t.generated, 0);
+    cachedPromptTokens += timings.reduce((sum, t) => sum + (t.cachedPromptTokens ?? 0), 0);
     if (start === 0) {
       const firsts = timings.map((t) => t.firstTokenAt).filter((t): t is number => t !== undefined);
       if (firsts.length > 0) firstTokenAt = Math.max(...firsts);
     }
   }
-  return { firstTokenAt, generated };
+  return { firstTokenAt, generated, cachedPromptTokens };
 }

@@ -21,5 +21,6 @@ export const LLAMA_CPP_CAPABILITIES: Readonly<CapabilityReport> = Object.freeze(
   // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
   "probe.logits": "supported",
   "probe.attention": "unsupported",
-  "kv.snapshot": "unsupported",
+  // snapshotKV / restoreKV through node-llama-cpp's sequence state files (not through an isolated model).
+  "kv.snapshot": "supported",
 });

@@ -39,7 +39,7 @@ async function classifyOne(
   signal: AbortSignal,
 ): Promise<ClassifyResult> {
   assertPromptFits(prompt, sequence);
-  const pending = await prefillAbortably(sequence, await prepareSequence(sequence, prompt), signal);
+  const pending = await prefillAbortably(sequence, await prepareSequence(sequence, prompt, parts.reusePrefixes), signal);
   const sampler = samplerSettings(options, CLASSIFY_DEFAULTS);
   const last: ControlledEvaluateInputItem = [
     asLlamaTokens(pending)[pending.length - 1]!,

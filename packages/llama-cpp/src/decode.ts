@@ -1,4 +1,4 @@
-import { abortedError, type FinishReason, InferenceError, type Token } from "@infer/core";
+import { abortedError, commonPrefixLength, type FinishReason, InferenceError, pickSlot, type Token } from "@infer/core";
 import type { LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel } from "node-llama-cpp";
 import { asLlamaTokens } from "./runtime.js";
 import { evaluateOptions, type SamplerSettings } from "./sampling.js";
@@ -14,6 +14,8 @@ export interface DecodeRequest {
   ignoreEos: boolean;
   grammar?: LlamaGrammarEvaluationState;
   signal: AbortSignal;
+  /** Keep the tokens the sequence already evaluated that begin the prompt (prefix reuse). */
+  reusePrefix: boolean;
 }
 
 /** Timings of one sequence, for metrics. */
@@ -21,19 +23,43 @@ export interface DecodeTimings {
   /** performance.now() when the first token came out (end of prefill); undefined before. */
   firstTokenAt?: number;
   generated: number;
+  /** Prompt tokens the sequence already held, reused instead of evaluated. */
+  cachedPromptTokens?: number;
+}
+
+/** When each sequence was last given a prompt, so a new conversation takes the least recently used one. */
+const usedAt = new WeakMap<LlamaContextSequence, number>();
+let clock = 0;
+
+/**
+ * Gives each prompt one of `free` sequences, preferring the one that holds
+ * the conversation it continues (a chat's earlier turns), so the call
+ * evaluates only the rest (core's `pickSlot` chooses).
+ */
+export function assignSequences(free: readonly LlamaContextSequence[], prompts: readonly number[][]): LlamaContextSequence[] {
+  const left = [...free];
+  return prompts.map((prompt) => {
+    const candidates = left.map((sequence) => ({
+      sequence,
+      held: sequence.contextTokens.length,
+      shared: commonPrefixLength(sequence.contextTokens, prompt),
+      usedAt: usedAt.get(sequence) ?? 0,
+    }));
+    const { sequence } = pickSlot(candidates);
+    left.splice(left.indexOf(sequence), 1);
+    usedAt.set(sequence, ++clock);
+    return sequence;
+  });
 }
 
 /**
  * Brings `sequence` to the state "prompt minus its last token evaluated",
- * keeping the longest cached prefix it shares with `prompt` (prompt caching
- * across calls), and returns the tokens still to evaluate (at least one, since
- * the logits of the last prompt position are needed).
+ * keeping, with `reuse`, the longest cached prefix it shares with `prompt`
+ * (prefix reuse across calls), and returns the tokens still to evaluate (at
+ * least one, since the logits of the last prompt position are needed).
  */
-export async function prepareSequence(sequence: LlamaContextSequence, prompt: number[]): Promise<number[]> {
-  const cached = sequence.contextTokens;
-  let keep = 0;
-  const limit = Math.min(cached.length, prompt.length - 1);
-  while (keep < limit && cached[keep] === prompt[keep]) keep++;
+export async function prepareSequence(sequence: LlamaContextSequence, prompt: number[], reuse = true): Promise<number[]> {
+  const keep = reuse ? Math.min(commonPrefixLength(sequence.contextTokens, prompt), prompt.length - 1) : 0;
   if (keep < sequence.nextTokenIndex) {
     await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
   }
@@ -94,7 +120,9 @@ export async function* decodeSequence(
 ): AsyncGenerator<Token, FinishReason, undefined> {
   const { prompt, signal } = request;
   assertPromptFits(prompt, sequence);
-  const pending = await prefillAbortably(sequence, await prepareSequence(sequence, prompt), signal);
+  const ready = await prepareSequence(sequence, prompt, request.reusePrefix);
+  timings.cachedPromptTokens = prompt.length - ready.length;
+  const pending = await prefillAbortably(sequence, ready, signal);
 
   const history = [...prompt];
   const evaluation = sequence.evaluate(asLlamaTokens(pending), {

@@ -99,6 +99,9 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
       model,
       context,
       slots: sequences,
+      // node-llama-cpp keeps each sequence's tokens with its KV cells: no copies, so no budget but "off".
+      reusePrefixes: options.promptCacheBytes !== 0,
+      kvType: options.kvType?.toLowerCase() ?? "f16",
       draft,
       threads,
       info: modelInfo(model, context.contextSize, options.contextLength === undefined),

@@ -30,7 +30,9 @@ export async function* decodeWithLogprobs(
 ): AsyncGenerator<Token, FinishReason, undefined> {
   const { prompt, signal } = request;
   assertPromptFits(prompt, sequence);
-  let pending = await prefillAbortably(sequence, await prepareSequence(sequence, prompt), signal);
+  const ready = await prepareSequence(sequence, prompt, request.reusePrefix);
+  timings.cachedPromptTokens = prompt.length - ready.length;
+  let pending = await prefillAbortably(sequence, ready, signal);
   const sampler = new LogitSampler(request.sampler);
   const history = [...prompt];
   const text = new TokenTextStream(model);

@@ -9,6 +9,7 @@ import {
   type EncodeOptions,
   type FinishReason,
   InferenceError,
+  type KVSnapshotModel,
   type Message,
   type ModelInfo,
   type MemoryPayload,
@@ -24,24 +25,27 @@ import {
   summarizeLogits,
   toInferenceError,
 } from "@infer/core";
-import type { LlamaEmbeddingContext } from "node-llama-cpp";
+import type { LlamaContextSequence, LlamaEmbeddingContext } from "node-llama-cpp";
 import { runBatch } from "./batch.js";
 import { LLAMA_CPP_CAPABILITIES } from "./capabilities.js";
 import { renderChatTemplate } from "./chat-template.js";
 import { classifyPrompts } from "./classify.js";
-import type { DecodeTimings } from "./decode.js";
+import { assignSequences, type DecodeTimings } from "./decode.js";
+import { loadSequenceState, saveSequenceState, type StateIdentity } from "./kv-state.js";
 import { PeakRss } from "./peak-memory.js";
 import { asLlamaTokens } from "./runtime.js";
 import type { LlamaCppParts } from "./parts.js";
 import { compileGrammar } from "./sampling.js";
 import { assertLogprobsCombinable, startDecoding } from "./start-decode.js";
 
-export class LlamaCppModel extends BaseTextModel implements TokenizerModel, EmbeddingModel, CapabilityDeclaration {
+export class LlamaCppModel extends BaseTextModel implements TokenizerModel, EmbeddingModel, KVSnapshotModel, CapabilityDeclaration {
   readonly backend = "llama_cpp";
   readonly modelType: string;
   readonly capabilities = LLAMA_CPP_CAPABILITIES;
   private readonly parts: LlamaCppParts;
   private embeddingContext: Promise<LlamaEmbeddingContext> | undefined;
+  /** The sequence of the last generate / chat call: the conversation `snapshotKV` saves. */
+  private lastSequence: LlamaContextSequence | undefined;
 
   constructor(parts: LlamaCppParts) {
     super();
@@ -69,12 +73,16 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
   }
 
   /**
-   * Speculative decoding so far on the single-stream slot: draft tokens that
-   * the model confirmed (`validated`) or rejected (`refuted`). All zero without a draft model.
+   * Speculative decoding so far over the slots: draft tokens that the model
+   * confirmed (`validated`) or rejected (`refuted`). All zero without a draft model.
    */
   get speculativeStats(): { validated: number; refuted: number } {
-    const { validated, refuted } = this.parts.slots[0]!.tokenPredictions;
-    return { validated, refuted };
+    const total = { validated: 0, refuted: 0 };
+    for (const { tokenPredictions } of this.parts.slots) {
+      total.validated += tokenPredictions.validated;
+      total.refuted += tokenPredictions.refuted;
+    }
+    return total;
   }
 
   /** Layers offloaded to the GPU. */
@@ -109,6 +117,27 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
       },
       options,
     );
+  }
+
+  // ---- KVSnapshotModel ----
+
+  /** The conversation of the last generate / chat call (its tokens and KV cells), as bytes `restoreKV` takes back. */
+  snapshotKV(options?: { signal?: AbortSignal }): Promise<Uint8Array> {
+    return this.exclusive(async () => saveSequenceState(this.lastSequence ?? this.parts.slots[0]!, this.stateIdentity()), options?.signal);
+  }
+
+  /** Loads a `snapshotKV` of this same model into the least recently used sequence; another model's or damaged bytes are refused. */
+  restoreKV(snapshot: Uint8Array, options?: { signal?: AbortSignal }): Promise<void> {
+    return this.exclusive(async () => {
+      const [sequence] = assignSequences(this.parts.slots, [[]]);
+      await loadSequenceState(sequence!, snapshot, this.stateIdentity());
+      this.lastSequence = sequence;
+    }, options?.signal);
+  }
+
+  private stateIdentity(): StateIdentity {
+    const { architecture, vocabSize, numLayers, hiddenSize, parameters } = this.parts.info;
+    return { architecture, vocabSize, numLayers, hiddenSize, parameters: parameters ?? 0, kvType: this.parts.kvType };
   }
 
   // ---- EmbeddingModel ----
@@ -169,9 +198,11 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     assertLogprobsCombinable(options);
     const grammar = await compileGrammar(llama, options);
     const timings: DecodeTimings = { generated: 0 };
+    const [sequence] = this.parts.reusePrefixes ? assignSequences(this.parts.slots, [prompt]) : this.parts.slots;
+    this.lastSequence = sequence;
     const decoding = await startDecoding(
       this.parts,
-      this.parts.slots[0]!,
+      sequence!,
       prompt,
       options,
       grammar,
@@ -193,7 +224,7 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
       }
     } finally {
       await decoding.return("stop");
-      this.recordMetrics(call, peak, emitted, prompt.length, emitted, started, timings.firstTokenAt);
+      this.recordMetrics(call, peak, emitted, prompt.length, emitted, started, timings.firstTokenAt, timings.cachedPromptTokens);
     }
   }
 
@@ -241,7 +272,7 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     const onLogits = (index: number, logits: Float32Array, step: number) => this.emitLogitsProbe(call, logits, step, index);
     const outcome = await runBatch(this.parts, tokenized, options, signal, probed, onLogits);
     const promptTokens = tokenized.reduce((sum, p) => sum + p.length, 0);
-    this.recordMetrics(call, peak, Math.max(0, ...steps), promptTokens, outcome.generated, started, outcome.firstTokenAt);
+    this.recordMetrics(call, peak, Math.max(0, ...steps), promptTokens, outcome.generated, started, outcome.firstTokenAt, outcome.cachedPromptTokens);
   }
 
   protected override async dispose(): Promise<void> {
@@ -286,12 +317,14 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
     generatedTokens: number,
     started: number,
     firstTokenAt?: number,
+    cachedPromptTokens = 0,
   ): void {
     const ended = performance.now();
     const prefillEnd = firstTokenAt ?? ended;
     const memory = this.callMemory(peak);
     this.lastMetrics = makeMetrics({
       promptTokens,
+      cachedPromptTokens,
       generatedTokens,
       prefillMs: prefillEnd - started,
       decodeMs: ended - prefillEnd,

@@ -9,8 +9,12 @@ export interface LlamaCppParts {
   llama: Llama;
   model: LlamaModel;
   context: LlamaContext;
-  /** One sequence per parallel slot; slot 0 serves single-stream calls. */
+  /** One sequence per parallel slot; a call takes the one whose tokens share the longest prefix with its prompt. */
   slots: LlamaContextSequence[];
+  /** Whether a prompt reuses the tokens a sequence already evaluated (LoadOptions.promptCacheBytes not 0). */
+  reusePrefixes: boolean;
+  /** LoadOptions.kvType as loaded (node-llama-cpp's default, f16, when not given): part of a KV snapshot's identity. */
+  kvType: string;
   /** The speculative-decoding draft, when `draftModel` was given. */
   draft?: { model: LlamaModel; context: LlamaContext };
   threads: number;

@@ -26,6 +26,7 @@ export async function startDecoding(
     maxTokens: options.maxTokens,
     ignoreEos: options.ignoreEos ?? false,
     signal,
+    reusePrefix: parts.reusePrefixes,
   };
   if (options.logprobs === undefined) {
     return decodeSequence(parts.model, sequence, { ...request, grammar: await grammarState(parts.model, grammar) }, timings);

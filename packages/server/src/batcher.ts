@@ -28,6 +28,8 @@ export interface BatchOutcome {
   finishReason: FinishReason;
   /** Prompt tokens of this request; 0 when they cannot be told (see `promptTokensOf`). */
   promptTokens: number;
+  /** Of those, the ones the model reused from its cache; known for a request alone in its batch. */
+  cachedPromptTokens?: number;
 }
 
 /**
@@ -59,6 +61,7 @@ class Member {
   /** Set once the request is over for its client, whether or not its batch still decodes it. */
   finished: FinishReason | undefined;
   promptTokens = 0;
+  cachedPromptTokens: number | undefined;
 
   constructor(
     readonly request: BatchRequest,
@@ -82,7 +85,7 @@ class Member {
   finish(reason: FinishReason): void {
     if (this.finished) return;
     this.finished = reason;
-    this.resolve({ tokens: this.tokens, finishReason: reason, promptTokens: this.promptTokens });
+    this.resolve({ tokens: this.tokens, finishReason: reason, promptTokens: this.promptTokens, cachedPromptTokens: this.cachedPromptTokens });
   }
 
   fail(error: unknown): void {
@@ -243,6 +246,8 @@ function settle(member: Member, result: BatchResult, alone: boolean, model?: Tex
   // Without a tokenizer, a request alone in its batch can still read its prompt size from the model's metrics
   // (known only once the batch has returned).
   if (alone && member.promptTokens === 0 && model) member.promptTokens = model.metrics().promptTokens;
+  // A batch's metrics sum its prompts: a request's own share of reused tokens is known only when it ran alone.
+  if (alone && model) member.cachedPromptTokens = model.metrics().cachedPromptTokens;
   member.finish(result.finishReason);
 }
 

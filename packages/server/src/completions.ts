@@ -27,8 +27,10 @@ interface Finished {
   finishReason: FinishReason;
 }
 
-function usageOf(promptTokens: number, completionTokens: number): Usage {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+function usageOf(promptTokens: number, completionTokens: number, cachedTokens: number | undefined): Usage {
+  const usage: Usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  if (cachedTokens !== undefined) usage.prompt_tokens_details = { cached_tokens: cachedTokens };
+  return usage;
 }
 
 /**
@@ -77,16 +79,17 @@ export async function runCompletion(
     : undefined;
   let finished: Finished;
   let promptTokens: number;
+  let cachedTokens: number | undefined;
   try {
     if (target.batcher) {
       const prompt = kind === "chat" ? (request as ChatRequest).messages : (request as TextRequest).prompt;
       const onToken = stream && ((token: Token) => stream.token(token));
       const outcome = await target.batcher.submit({ prompt, options: request.options, signal, onToken });
-      ({ promptTokens } = outcome);
+      ({ promptTokens, cachedPromptTokens: cachedTokens } = outcome);
       finished = outcome;
     } else {
       finished = await runAlone(kind, target, request, signal, stream);
-      promptTokens = model.metrics().promptTokens;
+      ({ promptTokens, cachedPromptTokens: cachedTokens } = model.metrics());
     }
   } catch (error) {
     // Before the first chunk the error gets its own HTTP status; after it, it is reported in-band.
@@ -95,7 +98,7 @@ export async function runCompletion(
     return;
   }
   if (finished.finishReason === "abort") return; // the client is gone
-  const usage = usageOf(promptTokens, finished.tokens.length);
+  const usage = usageOf(promptTokens, finished.tokens.length, cachedTokens);
   metrics.promptTokens.add({ model: target.name }, usage.prompt_tokens);
   metrics.completionTokens.add({ model: target.name }, usage.completion_tokens);
   if (stream) stream.finish(openAIFinish(finished.finishReason), usage);

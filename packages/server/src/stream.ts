@@ -10,6 +10,8 @@ export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
+  /** OpenAI's field for prompt tokens served from a cache: here those the model's prefix reuse did not evaluate. */
+  prompt_tokens_details?: { cached_tokens: number };
 }
 
 /** OpenAI knows "stop" and "length"; an abort only happens when nobody is listening. */

@@ -6,6 +6,7 @@ import { loadModel, listBackends } from "@infer/core";
 import "@infer/core/node";
 import OpenAI from "openai";
 import { createServer } from "../src/index.js";
+import { PLAIN_CHAT_TEMPLATE } from "@infer/core/testing";
 
 // dist/test/ -> the repository root is four levels up; the shared models sit beside it.
 const models = fileURLToPath(new URL("../../../../../shared/models/", import.meta.url));
@@ -69,3 +70,27 @@ test("logprobs of stories260K's greedy text through the wasm backend", { skip, t
     await model.close();
   }
 });
+
+for (const backend of ["wasm", "llama_cpp"]) {
+  test(`a chat's second turn through the server reuses the first's prompt tokens (${backend})`, { skip, timeout: 60_000 }, async () => {
+    await import(backend === "wasm" ? "@infer/wasm" : ("@infer/llama-cpp" as string));
+    const model = await loadModel(gguf, { backend, threads: 1, contextLength: 256 });
+    const server = createServer({ models: { stories: model }, chatTemplates: { stories: PLAIN_CHAT_TEMPLATE } });
+    try {
+      const { url } = await server.listen(0, "127.0.0.1");
+      const openai = new OpenAI({ apiKey: "none", baseURL: `${url}/v1`, maxRetries: 0 });
+      const ask = (messages: OpenAI.Chat.ChatCompletionMessageParam[]) =>
+        openai.chat.completions.create({ model: "stories", messages, max_tokens: 12, temperature: 0 });
+      const first: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: "user", content: "Tom had a red ball." }];
+      const one = await ask(first);
+      assert.equal(one.usage?.prompt_tokens_details?.cached_tokens, 0);
+      const two = await ask([...first, { role: "assistant", content: one.choices[0]!.message.content ?? "" }, { role: "user", content: "Where did it go?" }]);
+      const cached = two.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+      // The second prompt repeats all of the first: evaluated are only its new tokens.
+      assert.ok(cached >= one.usage!.prompt_tokens, `${cached} of ${two.usage?.prompt_tokens} prompt tokens reused`);
+    } finally {
+      await server.close();
+      await model.close();
+    }
+  });
+}

@@ -76,7 +76,9 @@ export const benchCommand: Command = {
     const runs = numberFlag(ctx.values, "runs", "bench", true) ?? 3;
     if (maxTokens < 1 || runs < 1) throw usageError("--max-tokens and --runs must be at least 1", "bench");
     const prompt = stringFlag(ctx.values, "prompt") ?? DEFAULT_PROMPT;
-    const { model, loadMs } = await openModel(spec, ctx.io, loadOptionsOf(ctx, "bench"), ctx.values.verbose === true);
+    // Every run sends the same prompt: with prefix reuse on, runs after the first would evaluate one token of it.
+    const loadOptions = { promptCacheBytes: 0, ...loadOptionsOf(ctx, "bench") };
+    const { model, loadMs } = await openModel(spec, ctx.io, loadOptions, ctx.values.verbose === true);
     try {
       await benchOnce(model, prompt, Math.min(8, maxTokens)); // warm-up: first-call allocations and JIT
       const results: BenchRun[] = [];

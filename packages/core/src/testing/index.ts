@@ -14,6 +14,7 @@ import type { Backend } from "../registry.js";
 import type { BatchResult, GenerationResult, Message, Token } from "../types.js";
 
 export { cosineSimilarity, maxAbsDifference, spread, topTwo } from "./logits.js";
+export { assertChatPrefixReuse, assertKVSnapshotResumes, PLAIN_CHAT_TEMPLATE } from "./prefix-reuse.js";
 export { seededRandom } from "./random.js";
 export { assertRunawayTemplatesFail, RUNAWAY_CHAT_TEMPLATES } from "./runaway-templates.js";
 

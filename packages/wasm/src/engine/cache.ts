@@ -100,6 +100,55 @@ export class KVCache {
     return readKVRow(this.keys[layer]!, from, count);
   }
 
+  /** Bytes one position's key row (or value row) takes, in the cache's encoding. */
+  get rowBytes(): number {
+    return kvBytes(this.kvType, this.kvDim);
+  }
+
+  /**
+   * A copy of the encoded key and value rows of positions 0 .. count - 1 of
+   * `seq`, laid out [layer][keys, values][count rows], as `writeRows` takes them.
+   */
+  copyRows(seq: number, count: number): Uint8Array {
+    const part = count * this.rowBytes;
+    const out = new Uint8Array(this.keys.length * 2 * part);
+    let at = 0;
+    for (const buffer of this.layerBuffers()) {
+      out.set(this.slotBytes(buffer, seq).subarray(0, part), at);
+      at += part;
+    }
+    return out;
+  }
+
+  /**
+   * Writes the first `count` positions of rows laid out as `copyRows` gives
+   * them (`rowsHeld` positions each part) into `seq`, which then holds them.
+   */
+  writeRows(seq: number, rows: Uint8Array, rowsHeld: number, count: number): void {
+    if (count > rowsHeld || count > this.contextLength || rows.length !== this.keys.length * 2 * rowsHeld * this.rowBytes) {
+      throw new InferenceError("INVALID_OPTION", `KV rows of ${rowsHeld} positions cannot fill ${count} positions of the cache`);
+    }
+    const part = rowsHeld * this.rowBytes;
+    let at = 0;
+    for (const buffer of this.layerBuffers()) {
+      this.slotBytes(buffer, seq).set(rows.subarray(at, at + count * this.rowBytes));
+      at += part;
+    }
+    this.setLength(seq, count);
+  }
+
+  /** keys[0], values[0], keys[1], ...: the order `copyRows` lays them out in. */
+  private layerBuffers(): KVBuffer[] {
+    return this.keys.flatMap((keys, layer) => [keys, this.values[layer]!]);
+  }
+
+  /** The bytes of `seq`'s positions in one layer's key or value buffer. */
+  private slotBytes(buffer: KVBuffer, seq: number): Uint8Array {
+    const start = kvBytes(this.kvType, this.offset(this.checkSeq(seq), 0));
+    const bytes = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+    return bytes.subarray(start, start + kvBytes(this.kvType, this.contextLength * this.kvDim));
+  }
+
   /** Hands keys and values back to the kernels' memory; the cache is unusable afterwards. */
   dispose(): void {
     if (!this.memory.release) return;

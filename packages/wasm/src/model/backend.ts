@@ -1,4 +1,5 @@
 import {
+  DEFAULT_PROMPT_CACHE_BYTES,
   type Backend,
   contextLengthWarnings,
   describeSource,
@@ -197,6 +198,7 @@ async function assemble(
     contextLength,
     parallelSlots,
     batchSize: loadOptions.batchSize,
+    promptCacheBytes: loadOptions.promptCacheBytes ?? DEFAULT_PROMPT_CACHE_BYTES,
     probe: new ProbeBus(loadOptions.probe),
     info: {
       architecture: config.architecture,

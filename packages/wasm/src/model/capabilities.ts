@@ -21,5 +21,6 @@ export const WASM_CAPABILITIES: Readonly<CapabilityReport> = Object.freeze({
   // Raw logits per step: classify's `logits`, generate's `logprobs` and the `logits` probe.
   "probe.logits": "supported",
   "probe.attention": "supported",
-  "kv.snapshot": "unsupported",
+  // snapshotKV / restoreKV of the last conversation; prompts reuse cached prefixes (LoadOptions.promptCacheBytes).
+  "kv.snapshot": "supported",
 });

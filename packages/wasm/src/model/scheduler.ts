@@ -123,6 +123,11 @@ export class Sequence {
     return fromPrompt > 0 ? this.request.promptIds.slice(-fromPrompt).concat(generated) : generated;
   }
 
+  /** The ids whose keys and values this sequence has written to its slot, in order. */
+  cachedIds(): number[] {
+    return this.request.promptIds.concat(this.generatedIds).slice(0, this.position);
+  }
+
   /** Marks `count` pending tokens as written to the cache. */
   advance(count: number): void {
     this.position += count;
@@ -153,8 +158,11 @@ export class DecodeScheduler {
     private readonly prefillChunk = 128,
   ) {}
 
-  /** Checks that a prompt fits the context; the slot is cleared for reuse. */
-  start(slot: number, request: SequenceRequest): Sequence {
+  /**
+   * Checks that a prompt fits the context; the slot keeps its first `reused`
+   * positions (which hold the prompt's first ids: prefix reuse) and forgets the rest.
+   */
+  start(slot: number, request: SequenceRequest, reused = 0): Sequence {
     if (request.promptIds.length === 0) {
       throw new InferenceError("INVALID_OPTION", "the prompt encodes to no tokens and the model adds no BOS token");
     }
@@ -165,8 +173,13 @@ export class DecodeScheduler {
         { details: { needed: request.promptIds.length, available: this.contextLength } },
       );
     }
-    this.cache.clear(slot);
-    return new Sequence(slot, request);
+    if (!Number.isInteger(reused) || reused < 0 || reused >= request.promptIds.length) {
+      throw new InferenceError("INTERNAL", `a sequence cannot reuse ${reused} of its ${request.promptIds.length} prompt tokens`);
+    }
+    this.cache.setLength(slot, reused);
+    const seq = new Sequence(slot, request);
+    seq.advance(reused);
+    return seq;
   }
 
   /** One forward pass over the live sequences; each gets its next token when its prompt is done. */

@@ -20,11 +20,15 @@ export class WasmTrainableModel extends WasmModel implements TrainableModel {
 
   applyLoRA(config?: Partial<LoRAConfig>): Adapter {
     this.assertOpen();
+    this.forgetPrefixes();
     return publicAdapter(this.trainer.apply(config));
   }
 
   trainStep(batch: TrainBatch, options?: TrainStepOptions): Promise<TrainStepResult> {
-    return this.exclusive(async () => this.trainer.step(batch, options), options?.signal);
+    return this.exclusive(async () => {
+      this.forgetPrefixes();
+      return this.trainer.step(batch, options);
+    }, options?.signal);
   }
 
   /** The mean next-token loss of a batch under the current adapter (or the base alone), without training. */

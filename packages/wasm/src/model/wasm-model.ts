@@ -8,6 +8,7 @@ import {
   DEFAULT_GENERATE_OPTIONS,
   type FinishReason,
   InferenceError,
+  type KVSnapshotModel,
   type Message,
   type ModelInfo,
   makeMetrics,
@@ -29,6 +30,8 @@ import type { KVCache, KVCacheType, Transformer } from "../engine/transformer.js
 import type { Tokenizer } from "../tokenizer/types.js";
 import { utf8Decode } from "../tokenizer/stream-decoder.js";
 import { WASM_CAPABILITIES } from "./capabilities.js";
+import { decodeSnapshot, encodeSnapshot, type KVIdentity } from "./kv-snapshot.js";
+import { PrefixCache } from "./prefix-cache.js";
 import { DecodeScheduler, type Sequence, type SequenceRequest } from "./scheduler.js";
 
 export interface WasmModelParts {
@@ -41,6 +44,8 @@ export interface WasmModelParts {
   batchSize?: number;
   /** How the KV cache stores keys and values. */
   kvType: KVCacheType;
+  /** LoadOptions.promptCacheBytes, resolved: the budget for copies of earlier prompts' KV rows. */
+  promptCacheBytes: number;
   probe: ProbeBus;
   dispose(): Promise<void>;
 }
@@ -54,17 +59,45 @@ const WARM_UP_PROMPT_TOKENS = 37;
 const WARM_UP_STEPS = 64;
 
 /** A model running on our own engine. */
-export class WasmModel extends BaseTextModel implements TokenizerModel, AttentionInspector {
+export class WasmModel extends BaseTextModel implements TokenizerModel, AttentionInspector, KVSnapshotModel {
   readonly backend = "wasm";
   readonly modelType: string;
   readonly capabilities = WASM_CAPABILITIES;
   private readonly cache: KVCache;
+  private readonly prefixes: PrefixCache;
+  /** The slot of the last generate / chat call: the conversation `snapshotKV` saves. */
+  private lastSlot = 0;
   private disposed = false;
 
   constructor(protected readonly parts: WasmModelParts) {
     super();
     this.modelType = parts.info.architecture;
     this.cache = parts.transformer.createCache(parts.parallelSlots, parts.contextLength, parts.kvType);
+    this.prefixes = new PrefixCache(this.cache, parts.promptCacheBytes);
+  }
+
+  /**
+   * The conversation of the last generate / chat call (its prompt and the
+   * tokens generated): ids and KV rows, to bytes that `restoreKV` takes back,
+   * in this process or another, so a later prompt that continues it evaluates
+   * only what is new.
+   */
+  snapshotKV(options?: { signal?: AbortSignal }): Promise<Uint8Array> {
+    return this.exclusive(async () => encodeSnapshot(this.kvIdentity(), this.prefixes.snapshot(this.lastSlot)), options?.signal);
+  }
+
+  /** Loads a `snapshotKV` of a model of the same shape; another model's (INVALID_OPTION) or damaged bytes (MODEL_FORMAT) are refused. */
+  restoreKV(snapshot: Uint8Array, options?: { signal?: AbortSignal }): Promise<void> {
+    return this.exclusive(async () => {
+      const layerParts = this.cache.keys.length * 2;
+      const state = decodeSnapshot(snapshot, this.kvIdentity(), this.parts.contextLength, (n) => layerParts * n * this.cache.rowBytes);
+      this.lastSlot = this.prefixes.restore(state);
+    }, options?.signal);
+  }
+
+  /** The model's weights changed (a LoRA adapter applied or trained): cached prefixes are stale. */
+  protected forgetPrefixes(): void {
+    this.prefixes.forgetAll();
   }
 
   info(): ModelInfo {
@@ -128,6 +161,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     return this.exclusive(async (signal) => {
       if (typeof prompt !== "string") throw new InferenceError("INVALID_OPTION", "prompt must be a string");
       const scheduler = this.scheduler();
+      this.prefixes.forget(0);
       const greedy: ResolvedGenerateOptions = {
         ...DEFAULT_GENERATE_OPTIONS,
         temperature: 0,
@@ -174,7 +208,12 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     const started = performance.now();
     const call = this.startCall();
     const scheduler = this.scheduler();
-    const seq = scheduler.start(0, this.request(this.promptIds(input), options, options.seed ?? randomSeed()));
+    const promptIds = this.promptIds(input);
+    const request = this.request(promptIds, options, options.seed ?? randomSeed());
+    const slot = this.prefixes.pickSlot(this.allSlots(), promptIds);
+    const seq = scheduler.start(slot, request, this.prefixes.claim(slot, promptIds));
+    const cachedPromptTokens = seq.position;
+    this.lastSlot = slot;
     let firstTokenAt = 0;
     try {
       while (!seq.done) {
@@ -187,10 +226,12 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       }
       return seq.finishReason === "length" ? "length" : "stop";
     } finally {
+      this.prefixes.release(slot, seq.cachedIds());
       const end = performance.now();
       const memory = this.endCall(call, seq.generatedIds.length);
       this.lastMetrics = makeMetrics({
         promptTokens: seq.request.promptIds.length,
+        cachedPromptTokens,
         generatedTokens: seq.generatedIds.length,
         prefillMs: (firstTokenAt || end) - started,
         decodeMs: firstTokenAt ? end - firstTokenAt : 0,
@@ -227,6 +268,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
           promptTokens += ids.length;
           // No end ids: EOS is a valid answer for a classifier.
           const request = { ...this.request(ids, resolved, seed), endIds: new Set<number>(), captureLogits: options.logits, captureAttention: false };
+          this.prefixes.forget(i);
           return scheduler.start(i, request);
         });
         while (sequences.some((s) => s.inPrompt)) scheduler.step(sequences, signal);
@@ -270,6 +312,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     const running = new Map<Sequence, number>();
     const freeSlots = Array.from({ length: this.parts.parallelSlots }, (_, i) => i);
     let generated = 0;
+    let cachedPromptTokens = 0;
     // The most tokens one sequence generated: the memory event's step.
     let steps = 0;
     try {
@@ -279,8 +322,12 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
           const index = waiting.shift()!;
           try {
             const ids = this.promptIds(inputs[index]!);
-            running.set(scheduler.start(freeSlots[0]!, this.request(ids, options, seedFor())), index);
-            freeSlots.shift();
+            const request = this.request(ids, options, seedFor());
+            const slot = this.prefixes.pickSlot(freeSlots, ids);
+            const seq = scheduler.start(slot, request, this.prefixes.claim(slot, ids));
+            cachedPromptTokens += seq.position;
+            running.set(seq, index);
+            freeSlots.splice(freeSlots.indexOf(slot), 1);
           } catch (error) {
             sink.end(index, "error", error);
           }
@@ -303,6 +350,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
           if (!seq.done) continue;
           sink.end(index, seq.finishReason!);
           generated += seq.generatedIds.length;
+          this.prefixes.release(seq.slot, seq.cachedIds());
           running.delete(seq);
           freeSlots.push(seq.slot);
         }
@@ -310,10 +358,13 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
       }
       for (const seq of running.keys()) generated += seq.generatedIds.length;
     } finally {
+      for (const seq of running.keys()) this.prefixes.release(seq.slot, seq.cachedIds());
       const total = performance.now() - started;
       const memory = this.endCall(call, steps);
       this.lastMetrics = makeMetrics({
-        promptTokens: scheduler.timings.promptTokens,
+        // The scheduler counts the prompt tokens it evaluated; reused ones it never saw.
+        promptTokens: scheduler.timings.promptTokens + cachedPromptTokens,
+        cachedPromptTokens,
         generatedTokens: generated,
         prefillMs: scheduler.timings.prefillMs,
         decodeMs: scheduler.timings.decodeMs,
@@ -329,6 +380,15 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
     this.disposed = true;
     this.cache.dispose();
     await this.parts.dispose();
+  }
+
+  private allSlots(): number[] {
+    return Array.from({ length: this.parts.parallelSlots }, (_, i) => i);
+  }
+
+  private kvIdentity(): KVIdentity {
+    const { architecture, vocabSize, numLayers, numKVHeads, headDim } = this.parts.transformer.config;
+    return { architecture, vocabSize, numLayers, numKVHeads, headDim, kvType: this.cache.kvType };
   }
 
   /** A decode loop over this model's cache, prompts in chunks of `chunk` tokens (by default the load's batchSize, else the scheduler's). */

@@ -14,4 +14,5 @@ export * from "./urls.js";
 export * from "./capabilities.js";
 export * from "./probes.js";
 export * from "./training.js";
+export * from "./trainer.js";
 export * from "./probe-sinks/index.js";

@@ -149,6 +149,11 @@ export function scheduledLearningRate(step: number, totalSteps: number, peak: nu
   return peak * Math.max(0, 0.5 * (1 + Math.cos(Math.PI * progress)));
 }
 
+/** Optimizer steps of a run over `examples` examples: every epoch ends with a step on what is left. */
+export function totalTrainSteps(examples: number, options: Pick<TrainOptions, "epochs" | "batchSize" | "gradientAccumulation"> = {}): number {
+  return (options.epochs ?? 1) * Math.ceil(examples / ((options.batchSize ?? 1) * (options.gradientAccumulation ?? 1)));
+}
+
 /** Fisher-Yates over 0 .. n - 1 with a seeded generator. */
 function shuffled(n: number, rng: Rng | undefined): number[] {
   const order = Array.from({ length: n }, (_, i) => i);
@@ -209,10 +214,10 @@ export async function train(model: TrainableModel, examples: TrainExample[], opt
   if ((checkpointEvery !== undefined || options.resume) && !store) throw invalid("checkpoints", "checkpointEvery and resume need a checkpoint store", undefined);
 
   const perStep = batchSize * gradientAccumulation;
-  const stepsPerEpoch = Math.ceil(data.length / perStep);
+  const stepsPerEpoch = totalTrainSteps(data.length, { batchSize, gradientAccumulation });
   const plan: TrainPlan = {
     examples: data.length,
-    totalSteps: epochs * stepsPerEpoch,
+    totalSteps: totalTrainSteps(data.length, { epochs, batchSize, gradientAccumulation }),
     batchSize,
     gradientAccumulation,
     seed,

@@ -112,7 +112,7 @@ export class WasmModel extends BaseTextModel implements TokenizerModel, Attentio
         while (!seq.done) {
           scheduler.step([seq], signal);
           seq.drain();
-          await new Promise<void>((resolve) => setImmediate(resolve));
+          await platform.nextTask();
         }
       } finally {
         this.cache.clear(0);

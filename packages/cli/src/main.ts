@@ -9,11 +9,12 @@ import { pullCommand } from "./commands/pull.js";
 import { rmCommand } from "./commands/rm.js";
 import { runCommand } from "./commands/run.js";
 import { serveCommand } from "./commands/serve.js";
+import { trainCommand } from "./commands/train.js";
 import { webCommand } from "./commands/web.js";
 import { type Command, helpText, parse, usageError } from "./command.js";
 import { type CliIO, processIO } from "./io.js";
 
-export const COMMANDS: Command[] = [runCommand, chatCommand, serveCommand, webCommand, pullCommand, lsCommand, infoCommand, rmCommand, benchCommand, convertCommand, convertLoraCommand, mergeCommand];
+export const COMMANDS: Command[] = [runCommand, chatCommand, serveCommand, webCommand, pullCommand, lsCommand, infoCommand, rmCommand, benchCommand, convertCommand, convertLoraCommand, mergeCommand, trainCommand];
 
 /** What to do next, per error code, when the message itself does not say. */
 const HINTS: Partial<Record<InferenceError["code"], string>> = {

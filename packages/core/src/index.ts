@@ -16,6 +16,7 @@ export * from "./prefix-reuse.js";
 export * from "./kv-snapshot.js";
 export * from "./probes.js";
 export * from "./training.js";
+export * from "./trainer.js";
 export * from "./probe-sinks/index.js";
 export * from "./service.js";
 export * from "./service-model.js";

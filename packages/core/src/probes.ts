@@ -60,7 +60,10 @@ export interface TrainingPayload {
   step: number;
   loss: number;
   learningRate?: number;
+  /** The gradients' global L2 norm before clipping. */
   gradNorm?: number;
+  /** Counted targets a second over the step. */
+  tokensPerSecond?: number;
 }
 
 export interface ProbePayloads {

@@ -1,3 +1,4 @@
+import { InferenceError } from "./errors.js";
 import type { Token, TokenLogprob } from "./types.js";
 
 /**
@@ -56,6 +57,18 @@ export class Rng {
     this.s2 ^= t;
     this.s3 = rotl(this.s3, 11);
     return result;
+  }
+
+  /** The generator's state: a generator given it by `restore` draws the same sequence from here on. */
+  state(): [number, number, number, number] {
+    return [this.s0 >>> 0, this.s1 >>> 0, this.s2 >>> 0, this.s3 >>> 0];
+  }
+
+  restore(state: readonly number[]): void {
+    if (state.length !== 4 || !state.every((word) => Number.isInteger(word) && word >= 0 && word <= 0xffff_ffff)) {
+      throw new InferenceError("INVALID_OPTION", "an Rng state is four uint32 words", { details: { option: "rng", value: state } });
+    }
+    [this.s0, this.s1, this.s2, this.s3] = state.map((word) => word | 0) as [number, number, number, number];
   }
 
   /** Uniform in [0, 1) with 32 bits of resolution. */

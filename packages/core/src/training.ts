@@ -58,6 +58,15 @@ export interface TrainStepOptions {
    * about a second forward pass of time. The results are the same. Default false.
    */
   gradientCheckpointing?: boolean;
+  /** Scales the gradients down to this global L2 norm when above it, as torch.nn.utils.clip_grad_norm_; default: no clipping. */
+  maxGradNorm?: number;
+  /**
+   * Gradient accumulation: the batch's examples run in this many consecutive
+   * groups, each group's activations freed before the next, and their
+   * gradients combine into the gradient of the whole batch's mean loss
+   * (one optimizer update). Default 1.
+   */
+  microBatches?: number;
   signal?: AbortSignal;
 }
 
@@ -66,6 +75,23 @@ export interface TrainStepResult {
   loss: number;
   /** Targets counted in the loss. */
   tokens: number;
+  /** The gradients' global L2 norm before clipping (absent where a result has no gradient, as an evaluation). */
+  gradNorm?: number;
+}
+
+/**
+ * Everything a step depends on besides the data: the adapter's matrices, the
+ * optimizer's moments, the step count and the dropout generator. Restoring it
+ * makes the next steps the ones the saving model would have taken.
+ */
+export interface TrainingState {
+  steps: number;
+  /** The dropout generator's state (Rng.state()). */
+  rng: number[];
+  /** The adapter's config, so a state restores only onto a matching adapter. */
+  config: LoRAConfig;
+  /** Named tensors, in a fixed order the backend restores them from; float64 holds float32 values exactly. */
+  tensors: { name: string; values: Float64Array }[];
 }
 
 export interface TrainableModel extends TextModel {
@@ -75,10 +101,16 @@ export interface TrainableModel extends TextModel {
   decode(ids: number[]): string;
   /** One forward + backward + AdamW update of the adapter's parameters (NO_ADAPTER before applyLoRA). */
   trainStep(batch: TrainBatch, options?: TrainStepOptions): Promise<TrainStepResult>;
+  /** The mean next-token loss of a batch under the current adapter (or the base alone): no update, no dropout. */
+  evaluateLoss(batch: TrainBatch, options?: { signal?: AbortSignal }): Promise<TrainStepResult>;
+  /** The applied adapter's training state (NO_ADAPTER before applyLoRA). */
+  trainingState(): TrainingState;
+  /** Puts a saved state back into the applied adapter, whose config must match (INVALID_OPTION otherwise). */
+  restoreTrainingState(state: TrainingState): void;
 }
 
 export function isTrainableModel(model: TextModel): model is TrainableModel {
-  return hasMethods(model, ["applyLoRA", "encode", "decode", "trainStep"]);
+  return hasMethods(model, ["applyLoRA", "encode", "decode", "trainStep", "evaluateLoss", "trainingState", "restoreTrainingState"]);
 }
 
 /**

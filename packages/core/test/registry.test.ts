@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, beforeEach, describe, it } from "node:test";
 import {
+  defaultLoRAConfig,
   type Backend,
   BACKEND_PREFERENCE,
   defaultBackend,
@@ -303,6 +304,13 @@ describe("loadTrainable", () => {
       async trainStep() {
         return { loss: 1 };
       }
+      async evaluateLoss() {
+        return { loss: 1, tokens: 1 };
+      }
+      trainingState() {
+        return { steps: 0, rng: [0, 0, 0, 0], config: defaultLoRAConfig(), tensors: [] };
+      }
+      restoreTrainingState() {}
     }
     const backend = new FakeBackend({ name: "wasm" });
     backend.loadModel = async () => new TrainableFake("wasm");

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { type Host, setHost } from "../registry.js";
 import type { ModelFormat } from "../types.js";
 
+export { checkpointDirectory, decodeCheckpoint, encodeCheckpoint } from "./checkpoint-file.js";
 export { type JsonlFileRecorder, jsonlFileRecorder } from "./jsonl-file.js";
 
 /** Identifies a model path by its content: GGUF magic, HF folder layout, llama2.c checkpoint. */

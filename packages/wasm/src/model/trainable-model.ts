@@ -2,7 +2,8 @@
  * A WasmModel that trains LoRA adapters (the contract's TrainableModel): the
  * adapter applied last is what generation uses.
  */
-import type { Adapter, LoRAConfig, TrainableModel, TrainBatch, TrainStepOptions, TrainStepResult } from "@infer/core";
+import type { Adapter, LoRAConfig, TrainableModel, TrainBatch, TrainingState, TrainStepOptions, TrainStepResult } from "@infer/core";
+import { jsonlExamples, type ExampleOptions, type TrainingExample } from "../dataset/index.js";
 import { LoraTrainer, type TrainedAdapter } from "../train/lora-trainer.js";
 import { WasmModel, type WasmModelParts } from "./wasm-model.js";
 
@@ -29,6 +30,21 @@ export class WasmTrainableModel extends WasmModel implements TrainableModel {
       this.forgetPrefixes();
       return this.trainer.step(batch, options);
     }, options?.signal);
+  }
+
+  trainingState(): TrainingState {
+    this.assertOpen();
+    return this.trainer.state();
+  }
+
+  restoreTrainingState(state: TrainingState): void {
+    this.assertOpen();
+    this.trainer.restore(state);
+  }
+
+  /** A JSONL dataset's examples, tokenized by this model's tokenizer (its chat template for {"messages"}); `file` names it in errors. */
+  jsonlExamples(text: string, file: string, options?: ExampleOptions): TrainingExample[] {
+    return jsonlExamples(text, file, this.parts.tokenizer, options);
   }
 
   /** The mean next-token loss of a batch under the current adapter (or the base alone), without training. */

@@ -23,6 +23,16 @@ export class AdamWState {
     this.v = new Float64Array(param.length);
   }
 
+  /** The first and second moments (PyTorch's exp_avg, exp_avg_sq). */
+  moments(): [Float64Array, Float64Array] {
+    return [this.m, this.v];
+  }
+
+  restoreMoments(m: Float64Array, v: Float64Array): void {
+    this.m.set(m);
+    this.v.set(v);
+  }
+
   /** Step `step` (1-based) of the update with the current gradient. */
   update(step: number, s: AdamWSettings): void {
     const { param, grad, m, v } = this;

@@ -10,6 +10,7 @@ import {
   type LoRAConfig,
   Rng,
   type TrainBatch,
+  type TrainingState,
   type TrainStepOptions,
   type TrainStepResult,
 } from "@infer/core";
@@ -114,6 +115,44 @@ export class TrainedAdapter {
     return this.linears.reduce((sum, l) => sum + l.parameterCount, 0);
   }
 
+  /** Parameters then moments, per matrix in adapter order, named as PEFT names the matrices. */
+  stateTensors(): { name: string; values: Float64Array }[] {
+    return this.linears.flatMap((l, i) => {
+      const name = `layers.${l.layer}.${l.module}`;
+      const [a, b] = [this.optimizer[2 * i]!, this.optimizer[2 * i + 1]!];
+      return [
+        { name: `${name}.lora_A`, values: Float64Array.from(l.a) },
+        { name: `${name}.lora_B`, values: Float64Array.from(l.b) },
+        ...a.moments().map((values, k) => ({ name: `${name}.lora_A.${k === 0 ? "exp_avg" : "exp_avg_sq"}`, values: values.slice() })),
+        ...b.moments().map((values, k) => ({ name: `${name}.lora_B.${k === 0 ? "exp_avg" : "exp_avg_sq"}`, values: values.slice() })),
+      ];
+    });
+  }
+
+  restore(state: TrainingState): void {
+    const mismatch = (what: string) =>
+      new InferenceError("INVALID_OPTION", `the training state does not fit the applied adapter: ${what}`, { details: { option: "trainingState" } });
+    const { config } = this;
+    const same = state.config.rank === config.rank && state.config.alpha === config.alpha && state.config.dropout === config.dropout &&
+      state.config.targetModules.length === config.targetModules.length && state.config.targetModules.every((m) => config.targetModules.includes(m));
+    if (!same) throw mismatch(`its LoRA config (rank ${state.config.rank}, alpha ${state.config.alpha}, ${state.config.targetModules.join(",")}) differs`);
+    const expected = this.stateTensors();
+    if (expected.length !== state.tensors.length) throw mismatch(`${state.tensors.length} tensors for ${expected.length}`);
+    expected.forEach((tensor, i) => {
+      const saved = state.tensors[i]!;
+      if (saved.name !== tensor.name || saved.values.length !== tensor.values.length) throw mismatch(`tensor ${i} is ${saved.name} [${saved.values.length}], not ${tensor.name} [${tensor.values.length}]`);
+    });
+    if (!Number.isInteger(state.steps) || state.steps < 0) throw mismatch(`step count ${state.steps}`);
+    this.rng.restore(state.rng);
+    this.steps = state.steps;
+    this.linears.forEach((l, i) => {
+      const at = 6 * i;
+      l.a.set(state.tensors[at]!.values);
+      l.b.set(state.tensors[at + 1]!.values);
+      this.optimizer[2 * i]!.restoreMoments(state.tensors[at + 2]!.values, state.tensors[at + 3]!.values);
+      this.optimizer[2 * i + 1]!.restoreMoments(state.tensors[at + 4]!.values, state.tensors[at + 5]!.values);
+    });
+  }
 }
 
 export class LoraTrainer {
@@ -145,27 +184,65 @@ export class LoraTrainer {
     const adapter = this.adapter;
     if (!adapter) throw new InferenceError("NO_ADAPTER", "trainStep needs an adapter: call applyLoRA first");
     const settings = adamWSettings(options);
-    const packed = packBatch(batch, this.transformer.config.vocabSize);
+    const { maxGradNorm, microBatches = 1 } = options;
+    if (maxGradNorm !== undefined && !(maxGradNorm > 0 && Number.isFinite(maxGradNorm))) throw invalid("maxGradNorm", `trainStep option maxGradNorm must be a positive number, got ${maxGradNorm}`, maxGradNorm);
+    if (!Number.isInteger(microBatches) || microBatches < 1) throw invalid("microBatches", `trainStep option microBatches must be a positive integer, got ${microBatches}`, microBatches);
+    const groups = splitBatch(batch, microBatches).map((group) => packBatch(group, this.transformer.config.vocabSize));
     const graph = { ...this.graph(adapter), checkpoint: options.gradientCheckpointing === true };
     for (const linear of adapter.linears) {
       linear.gradA.fill(0);
       linear.gradB.fill(0);
     }
-    const { sum, count } = lossAndGradients(graph, packed, true);
+    // Each group adds the gradient of its own mean; rescaling the sum so far before and after
+    // keeps it the gradient of the mean over every target seen, as one pass over the batch.
+    let sum = 0;
+    let count = 0;
+    for (const group of groups) {
+      const groupCount = group.targets.reduce((n, target) => n + (target >= 0 ? 1 : 0), 0);
+      if (groupCount === 0) continue;
+      if (count > 0) scaleGradients(adapter, count / groupCount);
+      const part = lossAndGradients(graph, group, true);
+      sum += part.sum;
+      count += part.count;
+      if (count !== groupCount) scaleGradients(adapter, groupCount / count);
+    }
     const loss = sum / count;
     const stepNumber = adapter.steps + 1;
-    const finiteGradients = adapter.linears.every((l) => allFinite(l.gradA) && allFinite(l.gradB));
-    if (!Number.isFinite(loss) || !finiteGradients) {
+    const gradNorm = gradientNorm(adapter);
+    if (!Number.isFinite(loss) || !Number.isFinite(gradNorm)) {
       throw new InferenceError(
         "TRAINING_DIVERGED",
         `training step ${stepNumber}: the ${Number.isFinite(loss) ? "gradients are" : `loss is ${loss}`} not finite; the adapter keeps its parameters from before this step`,
         { details: { step: stepNumber, loss } },
       );
     }
+    if (maxGradNorm !== undefined && gradNorm > maxGradNorm) scaleGradients(adapter, maxGradNorm / (gradNorm + 1e-6));
     adapter.steps = stepNumber;
     for (const state of adapter.optimizer) state.update(stepNumber, settings);
     this.transformer.lora = adapter.deltas();
-    return { loss, tokens: count };
+    return { loss, tokens: count, gradNorm };
+  }
+
+  /** The applied adapter's parameters, moments, step count and dropout generator. */
+  state(): TrainingState {
+    const adapter = this.requireAdapter();
+    return {
+      steps: adapter.steps,
+      rng: adapter.rng.state(),
+      config: { ...adapter.config, targetModules: [...adapter.config.targetModules] },
+      tensors: adapter.stateTensors(),
+    };
+  }
+
+  restore(state: TrainingState): void {
+    const adapter = this.requireAdapter();
+    adapter.restore(state);
+    this.transformer.lora = adapter.deltas();
+  }
+
+  private requireAdapter(): TrainedAdapter {
+    if (!this.adapter) throw new InferenceError("NO_ADAPTER", "a training state needs an adapter: call applyLoRA first");
+    return this.adapter;
   }
 
   /** The mean loss of a batch with the current adapter (or none), no update and no dropout (as PEFT in eval mode). */
@@ -211,9 +288,33 @@ export function trainingGraph(transformer: Transformer, adapter: TrainedAdapter 
   };
 }
 
-function allFinite(values: Float32Array): boolean {
-  for (let i = 0; i < values.length; i++) if (!Number.isFinite(values[i])) return false;
-  return true;
+/** The global L2 norm over every adapter gradient (NaN or Infinity when one is not finite). */
+function gradientNorm(adapter: TrainedAdapter): number {
+  let squares = 0;
+  for (const linear of adapter.linears) {
+    for (const grad of [linear.gradA, linear.gradB]) for (let i = 0; i < grad.length; i++) squares += grad[i]! * grad[i]!;
+  }
+  return Math.sqrt(squares);
+}
+
+function scaleGradients(adapter: TrainedAdapter, factor: number): void {
+  for (const linear of adapter.linears) {
+    for (const grad of [linear.gradA, linear.gradB]) for (let i = 0; i < grad.length; i++) grad[i] = grad[i]! * factor;
+  }
+}
+
+/** The batch's examples in `groups` consecutive groups (fewer when it has fewer examples). */
+function splitBatch(batch: TrainBatch, groups: number): TrainBatch[] {
+  const inputIds = Array.isArray(batch?.inputIds) ? batch.inputIds : [];
+  if (groups === 1 || inputIds.length <= 1) return [batch];
+  const size = Math.ceil(inputIds.length / groups);
+  const parts: TrainBatch[] = [];
+  for (let from = 0; from < inputIds.length; from += size) {
+    const part: TrainBatch = { inputIds: inputIds.slice(from, from + size) };
+    if (batch.lossMask !== undefined) part.lossMask = Array.isArray(batch.lossMask) ? batch.lossMask.slice(from, from + size) : batch.lossMask;
+    parts.push(part);
+  }
+  return parts;
 }
 
 function invalid(field: string, message: string, value: unknown): InferenceError {

@@ -6,6 +6,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
+import { after } from "node:test";
 
 export interface SeenRequest {
   method: string;
@@ -73,6 +74,19 @@ export async function startFake(handler: Handler, options: FakeOptions = {}): Pr
         for (const socket of sockets) socket.destroy();
         server.close(() => resolve());
       }),
+  };
+}
+
+/** startFake for one test file: every server it starts is closed after that file's tests. */
+export function fakesClosedAfterTests(): (...args: Parameters<typeof startFake>) => Promise<FakeServer> {
+  const fakes: FakeServer[] = [];
+  after(async () => {
+    for (const fake of fakes) await fake.close();
+  });
+  return async (...args) => {
+    const server = await startFake(...args);
+    fakes.push(server);
+    return server;
   };
 }
 

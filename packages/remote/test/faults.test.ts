@@ -1,21 +1,12 @@
 import assert from "node:assert/strict";
-import { after, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { type InferenceError, isInferenceError, type TextModel } from "@infer/core";
 import { assertCode } from "@infer/core/testing";
 import { loadRemoteModel } from "../src/index.js";
 import { freePort as closedPort } from "./llama-server.js";
-import { json, openSse, startFake, streamTokens, tokenEvent, type FakeServer } from "./fake-server.js";
+import { fakesClosedAfterTests, json, openSse, startFake, streamTokens, tokenEvent } from "./fake-server.js";
 
-const fakes: FakeServer[] = [];
-after(async () => {
-  for (const fake of fakes) await fake.close();
-});
-
-async function fake(...args: Parameters<typeof startFake>): Promise<FakeServer> {
-  const server = await startFake(...args);
-  fakes.push(server);
-  return server;
-}
+const fake = fakesClosedAfterTests();
 
 async function timed<T>(work: Promise<T>): Promise<[T | unknown, number]> {
   const start = performance.now();

@@ -1,20 +1,11 @@
 import assert from "node:assert/strict";
-import { after, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { isModelFileUrl, isServerUrl, loadModel, urlFormat } from "@infer/core";
 import { assertCode } from "@infer/core/testing";
 import { API_KEY_ENV, endpointOf, loadRemoteModel, type RemoteModel } from "../src/index.js";
-import { json, startFake, streamTokens, type FakeServer, type SeenRequest } from "./fake-server.js";
+import { fakesClosedAfterTests, json, streamTokens, type SeenRequest } from "./fake-server.js";
 
-const fakes: FakeServer[] = [];
-after(async () => {
-  for (const fake of fakes) await fake.close();
-});
-
-async function fake(...args: Parameters<typeof startFake>): Promise<FakeServer> {
-  const server = await startFake(...args);
-  fakes.push(server);
-  return server;
-}
+const fake = fakesClosedAfterTests();
 
 const answering = (req: SeenRequest, res: Parameters<typeof streamTokens>[0]) => {
   if (req.body?.stream) return streamTokens(res, ["a", "b"]);

@@ -4,6 +4,7 @@
  * (`Backend.loadSource`: wasm), which is what a browser has instead of a file system.
  */
 import { InferenceError } from "./errors.js";
+import { isHttpUrl } from "./urls.js";
 
 /** The part of a Blob (or File) a backend reads: its size and slices of it. */
 export interface ModelBlob {
@@ -16,11 +17,10 @@ export interface ModelBlob {
 
 export type ModelSource = string | URL | ModelBlob | ArrayBuffer | ArrayBufferView;
 
-const HTTP_URL = /^https?:\/\//i;
 
 /** True for a file or folder path (a string that is not an http(s) URL). */
 export function isPathSource(source: ModelSource): source is string {
-  return typeof source === "string" && !HTTP_URL.test(source);
+  return typeof source === "string" && !isHttpUrl(source);
 }
 
 function isBlob(source: unknown): source is ModelBlob {
@@ -35,7 +35,7 @@ function isBlob(source: unknown): source is ModelBlob {
 
 /** The source's kind: "path", "url", "blob" or "bytes"; INVALID_OPTION for anything else. */
 export function sourceKind(source: unknown): "path" | "url" | "blob" | "bytes" {
-  if (typeof source === "string" && source.length > 0) return HTTP_URL.test(source) ? "url" : "path";
+  if (typeof source === "string" && source.length > 0) return isHttpUrl(source) ? "url" : "path";
   if (source instanceof URL) {
     if (source.protocol === "http:" || source.protocol === "https:") return "url";
     if (source.protocol === "file:") return "path";

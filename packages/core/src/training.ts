@@ -29,6 +29,11 @@ export interface Adapter {
   readonly totalParams: number;
   /** Writes a PEFT folder: adapter_config.json + adapter_model.safetensors. */
   save(dir: string): Promise<void>;
+  /**
+   * The files `save` writes, by name, as bytes: for runtimes without a file system (a page
+   * offers them as downloads, writes them to the Origin Private File System or uploads them).
+   */
+  peftFiles(): Promise<Record<string, Uint8Array>>;
 }
 
 /**

@@ -12,7 +12,7 @@ export {
   peftTensorName,
   type LoraModule,
 } from "./modules.js";
-export { PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE, parsePeftConfig, peftAdapterFromBytes, peftConfigJson, peftTensors, type PeftConfig } from "./peft.js";
+export { PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE, parsePeftConfig, peftAdapterFromBytes, peftConfigJson, peftFolderFiles, peftTensors, type PeftConfig } from "./peft.js";
 export { readPeftFolder, writeAtomically, writePeftFolder, type WritePeftOptions } from "./peft-folder.js";
 export { baseModelWarning, readLoraAdapter } from "./read.js";
 export { inLayout, permuteRotaryRows, permutesQK, unpermuteRotaryRows } from "./rotary.js";

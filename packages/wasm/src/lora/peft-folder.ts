@@ -1,9 +1,8 @@
 /** PEFT adapter folders on disk: read, and written file by file through a temporary name and a rename. */
 import { InferenceError, isInferenceError } from "@infer/core";
-import { writeSafetensors } from "@infer/formats";
 import { platform } from "#platform";
 import type { LoraAdapter } from "./adapter.js";
-import { PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE, parsePeftConfig, peftAdapterFromBytes, peftConfigJson, peftTensors } from "./peft.js";
+import { PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE, parsePeftConfig, peftAdapterFromBytes, peftFolderFiles } from "./peft.js";
 
 const { join } = platform.files;
 
@@ -40,11 +39,7 @@ export interface WritePeftOptions {
 
 /** Writes adapter_config.json and adapter_model.safetensors into dir (made when missing). */
 export async function writePeftFolder(dir: string, adapter: LoraAdapter, options: WritePeftOptions = {}): Promise<void> {
-  const config = peftConfigJson(adapter, options.baseModel);
-  // PEFT's own files carry this metadata: transformers reads "pt" as PyTorch tensors.
-  const weights = writeSafetensors(peftTensors(adapter), { format: "pt" });
-  await writeAtomically(join(dir, PEFT_WEIGHTS_FILE), weights);
-  await writeAtomically(join(dir, PEFT_CONFIG_FILE), config);
+  for (const [name, data] of Object.entries(peftFolderFiles(adapter, options.baseModel))) await writeAtomically(join(dir, name), data);
 }
 
 /** A reader never sees half a file: the bytes go to a temporary name beside it, then take its name. */

@@ -3,7 +3,7 @@
  * adapter_model.safetensors' pairs, read and written. Files: peft-folder.ts.
  */
 import { InferenceError, parseModelJson } from "@infer/core";
-import { parseSafetensors, toFloat32, type SafetensorsTensorSpec } from "@infer/formats";
+import { parseSafetensors, toFloat32, writeSafetensors, type SafetensorsTensorSpec } from "@infer/formats";
 import { assemblePairs, formatError, modulesOf, type LoraAdapter, type PairTensor } from "./adapter.js";
 import { isLoraModule, LORA_MODULES, type LoraModule, parsePeftTensorName, peftTensorName } from "./modules.js";
 
@@ -154,4 +154,17 @@ export function peftTensors(adapter: LoraAdapter): SafetensorsTensorSpec[] {
     { name: peftTensorName(pair.layer, pair.module, "A"), dtype: "F32" as const, shape: [pair.rank, pair.inFeatures], data: pair.a },
     { name: peftTensorName(pair.layer, pair.module, "B"), dtype: "F32" as const, shape: [pair.outFeatures, pair.rank], data: pair.b },
   ]);
+}
+
+/**
+ * A PEFT folder's files by name, the weights first: written in this order, a folder whose
+ * adapter_config.json exists has its weights too.
+ */
+export function peftFolderFiles(adapter: LoraAdapter, baseModel = adapter.baseModel): Record<string, Uint8Array> {
+  const config = peftConfigJson(adapter, baseModel);
+  return {
+    // PEFT's own files carry this metadata: transformers reads "pt" as PyTorch tensors.
+    [PEFT_WEIGHTS_FILE]: writeSafetensors(peftTensors(adapter), { format: "pt" }),
+    [PEFT_CONFIG_FILE]: new TextEncoder().encode(config),
+  };
 }

@@ -58,5 +58,6 @@ function publicAdapter(adapter: TrainedAdapter): Adapter {
     config: adapter.config,
     totalParams: adapter.totalParams,
     save: (dir: string) => adapter.save(dir),
+    peftFiles: async () => adapter.peftFiles(),
   };
 }

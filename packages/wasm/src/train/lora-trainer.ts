@@ -19,7 +19,7 @@ import type { TrainableBlocks } from "../engine/block-weights.js";
 import type { ModelConfig } from "../engine/config.js";
 import type { LoraDeltas } from "../engine/lora.js";
 import type { Transformer } from "../engine/transformer.js";
-import { baseWeightName, inLayout, loraDeltas, writePeftFolder, type LoraAdapter, type LoraModule } from "../lora/index.js";
+import { baseWeightName, inLayout, loraDeltas, peftFolderFiles, writePeftFolder, type LoraAdapter, type LoraModule } from "../lora/index.js";
 import { ADAMW_DEFAULTS, type AdamWSettings, AdamWState } from "./adamw.js";
 import { lossAndGradients, type AdaptedLinear, type TrainingGraph } from "./llama-graph.js";
 import { LoraLinear } from "./lora-linear.js";
@@ -76,8 +76,17 @@ export class TrainedAdapter {
 
   /** Writes a PEFT folder (adapter_config.json, adapter_model.safetensors), q/k rows in Hugging Face order. */
   async save(dir: string): Promise<void> {
-    const { architecture } = this.model.config;
-    await writePeftFolder(dir, inLayout(this.snapshot(), "hf", architecture, this.model.config));
+    await writePeftFolder(dir, this.peftAdapter());
+  }
+
+  /** The files save writes, by name. */
+  peftFiles(): Record<string, Uint8Array> {
+    return peftFolderFiles(this.peftAdapter());
+  }
+
+  /** The adapter's current values with q/k rows in Hugging Face order, as PEFT stores them. */
+  private peftAdapter(): LoraAdapter {
+    return inLayout(this.snapshot(), "hf", this.model.config.architecture, this.model.config);
   }
 
   /** The adapter's current values as a LoRA adapter of lora/, in the base's q/k row order. */

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { build } from "esbuild";
 import type { Browser, Page } from "puppeteer-core";
-import { harness } from "./harness.js";
+import { harness, inPage } from "./harness.js";
 
 // Only the models' absence skips: without Chromium, launchBrowser fails saying how to get one.
 const skip = harness.hasSharedModels() ? undefined : `shared models not found at ${harness.SHARED_MODELS} (a clone outside this workplace has none)`;
@@ -31,20 +31,6 @@ interface LoadFailure {
   code: string;
   message?: string;
   isInferenceError?: boolean;
-}
-
-/** Calls run.js's `name(infer, ...args)` in the page, with the bundle imported as `infer`. */
-async function inPage<T>(page: Page, name: string, ...args: unknown[]): Promise<T> {
-  return (await page.evaluate(
-    async (name: string, args: unknown[]) => {
-      const bundle = "/packages/wasm/dist/browser/index.js";
-      const runner = "/packages/wasm/test/browser/page/run.js";
-      const [infer, run] = await Promise.all([import(bundle), import(runner)]);
-      return run[name](infer, ...args);
-    },
-    name,
-    args,
-  )) as T;
 }
 
 describe("the browser bundle in headless Chromium", { skip }, () => {

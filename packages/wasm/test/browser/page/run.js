@@ -1,12 +1,13 @@
 // Page-side helpers of the browser tests (packages/wasm/test/browser/*.test.ts), imported in
 // headless Chromium next to the browser bundle: each returns plain data for the test to assert on.
 
-export const absolute = (url) => new URL(url, globalThis.location.href).href;
+// In a page, a model string is an absolute URL (any other string is a file path, which a page has
+// none of); the training helpers also run in Node, to compare, where they are given paths.
+export const absolute = (url) => (globalThis.location === undefined ? url : new URL(url, globalThis.location.href).href);
 
 /** Greedy generation from a model source (a URL, or a Blob/bytes made from one), with the progress events seen. */
 export async function greedy(infer, source, { prompt = "", maxTokens, as = "url", threads, loadOptions = {} } = {}) {
   const progress = [];
-  // Model strings are absolute URLs (any other string is a file path, which a page has none of).
   let input = absolute(source);
   if (as !== "url") {
     const response = await fetch(input);
@@ -75,4 +76,63 @@ function hugeGguf(name) {
     },
   };
   return file;
+}
+
+// The training helpers run the same in a page and in Node (the tests compare the two): the
+// kernels are built as asked (threads, relaxed SIMD or not), and results come back as plain data.
+
+/** The model at `source` on kernels of its own: `use(model)`'s result, the model closed after. */
+async function withTrainable(infer, source, kernelOptions, use) {
+  const kernels = await infer.createWasmKernels(kernelOptions);
+  const model = await infer.loadWasmModel(absolute(source), { kernels, contextLength: 64, parallelSlots: 1, warmUp: false });
+  try {
+    return { kernels: kernels.name, ...(await use(model)) };
+  } finally {
+    await model.close();
+    await kernels.dispose();
+  }
+}
+
+/**
+ * A few trainStep calls on one batch: the losses, the gradient norms, the adapter's PEFT files
+ * (byte arrays as plain arrays) and the trained model's last-position logits for `probe`.
+ */
+export async function trainSteps(infer, source, { texts, steps, lora, learningRate, probe, kernels }) {
+  return withTrainable(infer, source, kernels, async (model) => {
+    const adapter = model.applyLoRA(lora);
+    const batch = { inputIds: texts.map((text) => model.encode(text)) };
+    const results = [];
+    for (let step = 0; step < steps; step++) results.push(await model.trainStep(batch, { learningRate }));
+    const files = Object.fromEntries(Object.entries(await adapter.peftFiles()).map(([name, bytes]) => [name, Array.from(bytes)]));
+    const [scored] = await model.classify([probe], { logits: true });
+    return { losses: results.map((r) => r.loss), gradNorms: results.map((r) => r.gradNorm), files, logits: Array.from(scored.logits) };
+  });
+}
+
+/** @infer/core's train() over a JSONL text's examples, checkpointing to memory: its history and the checkpoints' steps. */
+export async function trainLoop(infer, source, { jsonl, lora, options, kernels }) {
+  return withTrainable(infer, source, kernels, async (model) => {
+    model.applyLoRA(lora);
+    const examples = model.jsonlExamples(jsonl, "train.jsonl");
+    const saved = [];
+    const checkpoints = {
+      save: async (checkpoint) => void saved.push(checkpoint),
+      load: async () => saved.at(-1),
+    };
+    const result = await infer.train(model, examples, { ...options, evalExamples: examples.slice(0, 1), checkpoints });
+    return { history: result.history, steps: result.steps, checkpointSteps: saved.map((c) => c.trainer.step) };
+  });
+}
+
+/** The InferenceError code of a trainStep on a model loaded through the contract, before any applyLoRA. */
+export async function trainStepWithoutAdapter(infer, source) {
+  const model = await infer.loadTrainable(absolute(source), { threads: 1, contextLength: 64, parallelSlots: 1 });
+  try {
+    await model.trainStep({ inputIds: [model.encode("Tom had a dog.")] });
+    return { code: "trained" };
+  } catch (error) {
+    return { code: error.code, message: error.message, isInferenceError: error instanceof infer.InferenceError };
+  } finally {
+    await model.close();
+  }
 }

@@ -50,7 +50,8 @@ function startWorker(url: URL, setup: unknown): KernelWorker {
 const noFiles = (): never => {
   throw new InferenceError(
     "UNSUPPORTED",
-    "file paths need Node's file system; in a browser, load a model from an http(s) URL, a Blob/File or an ArrayBuffer",
+    "file paths need Node's file system; in a browser, load a model from an http(s) URL, a Blob/File or an ArrayBuffer, " +
+      "and take a trained adapter's files as bytes from adapter.peftFiles()",
   );
 };
 

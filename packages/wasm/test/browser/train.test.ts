@@ -5,7 +5,8 @@
  * same losses, gradient norms and PEFT adapter files bit for bit, and the loss falls; Node loads
  * the page's adapter files with the page's logits; @infer/core's train() (JSONL examples, epochs,
  * accumulation, warmup + cosine, clipping, eval loss, checkpoints to memory) gives the same
- * history; a trainStep before applyLoRA fails with the same InferenceError code.
+ * history; a trainStep before applyLoRA fails with the same InferenceError code, and the page's
+ * adapter.save(dir) (no file system) says to use peftFiles.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -65,11 +66,15 @@ interface Failure {
   message: string;
   isInferenceError: boolean;
 }
+interface Misuse {
+  trainStep: Failure;
+  save?: Failure;
+}
 /** page/run.js's helpers, which Node runs too. */
 interface Run {
   trainSteps(bundle: typeof infer, source: string, args: typeof STEPS): Promise<Steps>;
   trainLoop(bundle: typeof infer, source: string, args: typeof LOOP): Promise<Loop>;
-  trainStepWithoutAdapter(bundle: typeof infer, source: string): Promise<Failure>;
+  trainingMisuse(bundle: typeof infer, source: string, options?: { save?: boolean }): Promise<Misuse>;
 }
 const run = (await import(new URL("../../../test/browser/page/run.js", import.meta.url).href)) as Run;
 
@@ -132,10 +137,12 @@ describe("LoRA training through the browser bundle in headless Chromium, against
     assert.deepEqual(inPageRun, inNode);
   });
 
-  test("trainStep before applyLoRA fails in the page with Node's InferenceError code", async () => {
-    const inPageRun = await inPage<Failure>(page, "trainStepWithoutAdapter", URL_IN_PAGE);
-    const inNode = await run.trainStepWithoutAdapter(infer, PATH_IN_NODE);
-    assert.deepEqual([inPageRun.code, inPageRun.isInferenceError], ["NO_ADAPTER", true]);
-    assert.deepEqual(inPageRun, inNode);
+  test("misuse in the page: trainStep before applyLoRA gives Node's InferenceError; save(dir) is UNSUPPORTED, naming peftFiles", async () => {
+    const inPageRun = await inPage<Misuse>(page, "trainingMisuse", URL_IN_PAGE, { save: true });
+    const inNode = await run.trainingMisuse(infer, PATH_IN_NODE);
+    assert.deepEqual([inPageRun.trainStep.code, inPageRun.trainStep.isInferenceError], ["NO_ADAPTER", true]);
+    assert.deepEqual(inPageRun.trainStep, inNode.trainStep);
+    assert.deepEqual([inPageRun.save?.code, inPageRun.save?.isInferenceError], ["UNSUPPORTED", true]);
+    assert.match(inPageRun.save!.message, /adapter\.peftFiles\(\)/);
   });
 });

@@ -124,14 +124,14 @@ export async function trainLoop(infer, source, { jsonl, lora, options, kernels }
   });
 }
 
-/** The InferenceError code of a trainStep on a model loaded through the contract, before any applyLoRA. */
-export async function trainStepWithoutAdapter(infer, source) {
+/** How a trainStep before any applyLoRA fails, on a model loaded through the contract; with `save`, how adapter.save fails after. */
+export async function trainingMisuse(infer, source, { save = false } = {}) {
+  const failure = (error) => ({ code: error.code, message: error.message, isInferenceError: error instanceof infer.InferenceError });
   const model = await infer.loadTrainable(absolute(source), { threads: 1, contextLength: 64, parallelSlots: 1 });
   try {
-    await model.trainStep({ inputIds: [model.encode("Tom had a dog.")] });
-    return { code: "trained" };
-  } catch (error) {
-    return { code: error.code, message: error.message, isInferenceError: error instanceof infer.InferenceError };
+    const trainStep = await model.trainStep({ inputIds: [model.encode("Tom had a dog.")] }).then(() => ({ code: "trained" }), failure);
+    if (!save) return { trainStep };
+    return { trainStep, save: await model.applyLoRA().save("adapter").then(() => ({ code: "saved" }), failure) };
   } finally {
     await model.close();
   }

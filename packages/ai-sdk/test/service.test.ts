@@ -25,7 +25,7 @@ test("models by name load on first use through the provider's service, one load 
       return loadModel(gguf, { backend, threads: 1 });
     },
   });
-  const infer = createInfer({ models: { small: counted("small", "wasm"), other: counted("other", "llama_cpp") } });
+  const infer = createInfer({ models: { small: counted("small", "wasm"), other: counted("other", "llama_cpp"), byPath: gguf }, load: { threads: 1 } });
   try {
     assert.deepEqual(loads, [], "nothing loads before the first call");
     // stories260K is a base model: "completion" sends the prompt as plain text (BOS + nothing = llama2.c's test).
@@ -42,6 +42,8 @@ test("models by name load on first use through the provider's service, one load 
     for await (const delta of streamed.textStream) text += delta;
     assert.ok(expected().startsWith(text) && text.length > 20, text);
     assert.deepEqual(loads, ["small", "other"], "later calls reuse the loaded models");
+    // A plain source is resolved like a model id (a path here) and loaded with the provider's load options.
+    assert.equal((await ask("byPath", 200)).text, expected());
   } finally {
     await infer.close();
   }

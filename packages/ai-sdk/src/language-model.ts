@@ -8,7 +8,7 @@ import type {
   LanguageModelV3Usage,
   SharedV3Warning,
 } from "@ai-sdk/provider";
-import { capabilitiesOf, type FinishReason, type GenerateOptions, isInferenceError, type Message, type TextModel, type Token } from "@infer/core";
+import { capabilitiesOf, type FinishReason, type GenerateOptions, isInferenceError, type Message, type ModelLease, type TextModel, type Token } from "@infer/core";
 import { toMessages, toPlainPrompt } from "./prompt.js";
 
 /** How a prompt reaches the model: its chat template, plain text, or chat falling back to text when the model has no template. */
@@ -52,7 +52,11 @@ function abortError(signal: AbortSignal): Error {
   return error;
 }
 
-/** An infer TextModel seen as an AI SDK LanguageModelV3, running in this process. */
+/**
+ * An infer TextModel seen as an AI SDK LanguageModelV3, running in this process.
+ * Each call holds the model from `acquire` until its text (or stream) ends, so a
+ * model service does not unload it mid-call and may unload it between calls.
+ */
 export class InferLanguageModel implements LanguageModelV3 {
   readonly specificationVersion = "v3";
   readonly provider = "infer";
@@ -60,13 +64,22 @@ export class InferLanguageModel implements LanguageModelV3 {
 
   constructor(
     readonly modelId: string,
-    private readonly load: () => Promise<TextModel>,
+    private readonly acquire: () => Promise<ModelLease>,
     private readonly settings: InferModelSettings = {},
   ) {}
 
   /** Turns the SDK's call options into generate options and warnings for what the model cannot honour. */
   private async prepare(call: LanguageModelV3CallOptions) {
-    const model = await this.load();
+    const lease = await this.acquire();
+    try {
+      return { release: lease.release, ...this.optionsFor(lease.model, call) };
+    } catch (error) {
+      lease.release();
+      throw error;
+    }
+  }
+
+  private optionsFor(model: TextModel, call: LanguageModelV3CallOptions) {
     const warnings: SharedV3Warning[] = [];
     const options: GenerateOptions = {
       ...this.settings.defaults,
@@ -125,7 +138,7 @@ export class InferLanguageModel implements LanguageModelV3 {
   }
 
   async doGenerate(call: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> {
-    const { model, warnings, options, messages } = await this.prepare(call);
+    const { model, warnings, options, messages, release } = await this.prepare(call);
     const signal = call.abortSignal;
     let text = "";
     let count = 0;
@@ -134,22 +147,24 @@ export class InferLanguageModel implements LanguageModelV3 {
         text += token.text;
         count++;
       }
+      const reason = options.maxTokens !== undefined && count >= options.maxTokens ? "length" : "stop";
+      return {
+        content: text ? [{ type: "text", text }] : [],
+        finishReason: finishReason(reason),
+        usage: usage(model.metrics().promptTokens, count),
+        warnings,
+        response: { modelId: this.modelId, timestamp: new Date() },
+      };
     } catch (error) {
       if (signal?.aborted) throw abortError(signal);
       throw error;
+    } finally {
+      release();
     }
-    const reason = options.maxTokens !== undefined && count >= options.maxTokens ? "length" : "stop";
-    return {
-      content: text ? [{ type: "text", text }] : [],
-      finishReason: finishReason(reason),
-      usage: usage(model.metrics().promptTokens, count),
-      warnings,
-      response: { modelId: this.modelId, timestamp: new Date() },
-    };
   }
 
   async doStream(call: LanguageModelV3CallOptions): Promise<LanguageModelV3StreamResult> {
-    const { model, warnings, options, messages } = await this.prepare(call);
+    const { model, warnings, options, messages, release } = await this.prepare(call);
     // Cancelling the stream (the consumer stopped reading) stops the generation too.
     const stop = new AbortController();
     const signal = call.abortSignal ? AbortSignal.any([call.abortSignal, stop.signal]) : stop.signal;
@@ -177,7 +192,9 @@ export class InferLanguageModel implements LanguageModelV3 {
           const reason = options.maxTokens !== undefined && count >= options.maxTokens ? "length" : "stop";
           controller.enqueue({ type: "finish", finishReason: finishReason(reason), usage: usage(model.metrics().promptTokens, count) });
           controller.close();
+          release();
         } catch (error) {
+          release();
           if (call.abortSignal?.aborted) {
             controller.error(abortError(call.abortSignal));
             return;
@@ -189,7 +206,11 @@ export class InferLanguageModel implements LanguageModelV3 {
       },
       cancel: async () => {
         stop.abort(new Error("the stream was cancelled"));
-        await tokens.return(undefined);
+        try {
+          await tokens.return(undefined);
+        } finally {
+          release();
+        }
       },
     });
     return { stream };

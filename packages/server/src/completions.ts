@@ -101,6 +101,7 @@ export async function runCompletion(
   const usage = usageOf(promptTokens, finished.tokens.length, cachedTokens);
   metrics.promptTokens.add({ model: target.name }, usage.prompt_tokens);
   metrics.completionTokens.add({ model: target.name }, usage.completion_tokens);
+  if (cachedTokens !== undefined) metrics.cachedPromptTokens.add({ model: target.name }, cachedTokens);
   if (stream) stream.finish(openAIFinish(finished.finishReason), usage);
   else answerWhole(kind, target.name, request, res, finished, usage);
 }

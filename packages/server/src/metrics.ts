@@ -118,6 +118,8 @@ function processBlocks(m: ProcessMemory, block: Block): string[] {
 export class ServerMetrics {
   readonly requests = new Counter();
   readonly promptTokens = new Counter();
+  /** Of those, the ones the model's prefix cache already held (`usage.prompt_tokens_details.cached_tokens`). */
+  readonly cachedPromptTokens = new Counter();
   readonly completionTokens = new Counter();
   readonly latency = new Histogram();
   readonly batches = new Counter();
@@ -141,6 +143,12 @@ export class ServerMetrics {
     return [
       ...block("infer_requests_total", "counter", "HTTP requests by endpoint and status.", this.requests.lines("infer_requests_total")),
       ...block("infer_prompt_tokens_total", "counter", "Prompt tokens processed.", this.promptTokens.lines("infer_prompt_tokens_total")),
+      ...block(
+        "infer_prompt_cached_tokens_total",
+        "counter",
+        "Prompt tokens reused from the prefix cache instead of evaluated (part of infer_prompt_tokens_total).",
+        this.cachedPromptTokens.lines("infer_prompt_cached_tokens_total"),
+      ),
       ...block(
         "infer_completion_tokens_total",
         "counter",

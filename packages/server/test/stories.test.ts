@@ -82,12 +82,18 @@ for (const backend of ["wasm", "llama_cpp"]) {
       const ask = (messages: OpenAI.Chat.ChatCompletionMessageParam[]) =>
         openai.chat.completions.create({ model: "stories", messages, max_tokens: 12, temperature: 0 });
       const first: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: "user", content: "Tom had a red ball." }];
+      const reused = async () => {
+        const text = await (await fetch(`${url}/metrics`)).text();
+        return Number(/^infer_prompt_cached_tokens_total\{model="stories"\} (\d+)$/m.exec(text)?.[1] ?? "NaN");
+      };
       const one = await ask(first);
       assert.equal(one.usage?.prompt_tokens_details?.cached_tokens, 0);
+      assert.equal(await reused(), 0);
       const two = await ask([...first, { role: "assistant", content: one.choices[0]!.message.content ?? "" }, { role: "user", content: "Where did it go?" }]);
       const cached = two.usage?.prompt_tokens_details?.cached_tokens ?? 0;
       // The second prompt repeats all of the first: evaluated are only its new tokens.
       assert.ok(cached >= one.usage!.prompt_tokens, `${cached} of ${two.usage?.prompt_tokens} prompt tokens reused`);
+      assert.equal(await reused(), cached, "/metrics counts the reused prompt tokens the response reported");
     } finally {
       await server.close();
       await model.close();

@@ -1,15 +1,15 @@
 #!/usr/bin/env node
 // npm run fuzz -- [--seconds N] [--cases N] [--first I] [--seed S] [--targets a,b] [--backends wasm,llama_cpp] [--jobs J]
-//                 [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet] [--case target:index]
+//                 [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet] [--trace] [--case target:index]
 // Mutation fuzzing of every parser through the public API; see docs/reliability.md.
 import { parseArgs } from "node:util";
 import { BAD, DEFAULTS, OUTCOMES, runCampaign } from "./campaign.mjs";
-import { saveReproducer, savedKeys, findingKey } from "./reproducers.mjs";
+import { saveReproducer, savedKeys, findingKey, normalizeMessage } from "./reproducers.mjs";
 import { TARGETS } from "./targets.mjs";
 
 const USAGE = `usage: npm run fuzz -- [--seconds N] [--cases N] [--first I] [--seed S] [--targets a,b] [--backends wasm,llama_cpp]
                      [--jobs J] [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet]
-                     [--case target:index]      (docs/reliability.md)`;
+                     [--trace] [--case target:index]      (docs/reliability.md)`;
 
 const { values } = parseOrExit({
   options: {
@@ -26,6 +26,7 @@ const { values } = parseOrExit({
     real: { type: "boolean", default: false },
     save: { type: "boolean", default: false },
     quiet: { type: "boolean", default: false },
+    trace: { type: "boolean", default: false },
     case: { type: "string" },
     help: { type: "boolean", default: false },
   },
@@ -67,10 +68,12 @@ const result = await runCampaign({
   skipKnown: values["skip-known"],
   real: values.real,
   only,
-  onResult: values.quiet
+  onResult: values.quiet && !values.trace
     ? undefined
     : (r) => {
-        if (BAD.has(r.outcome)) console.log(`${r.known ? "known" : "NEW"} ${r.outcome} ${r.target}/${r.backend} #${r.index}: ${r.code ?? ""} ${(r.message ?? "").slice(0, 200)}`);
+        // --trace: one line a case, comparable between runs and versions of the fuzzer (paths and numbers blanked).
+        if (values.trace) console.log(`trace\t${r.target}/${r.backend}\t${r.index}\t${r.outcome}\t${r.code ?? ""}\t${normalizeMessage(r.message)}`);
+        if (BAD.has(r.outcome) && !values.quiet) console.log(`${r.known ? "known" : "NEW"} ${r.outcome} ${r.target}/${r.backend} #${r.index}: ${r.code ?? ""} ${(r.message ?? "").slice(0, 200)}`);
       },
 });
 

@@ -4,7 +4,7 @@
 // Mutation fuzzing of every parser through the public API; see docs/reliability.md.
 import { parseArgs } from "node:util";
 import { BAD, DEFAULTS, OUTCOMES, runCampaign } from "./campaign.mjs";
-import { saveReproducer, savedKeys, findingKey, normalizeMessage } from "./reproducers.mjs";
+import { saveReproducer, savedKeys, findingKey } from "./reproducers.mjs";
 import { TARGETS } from "./targets.mjs";
 
 const USAGE = `usage: npm run fuzz -- [--seconds N] [--cases N] [--first I] [--seed S] [--targets a,b] [--backends wasm,llama_cpp]
@@ -46,6 +46,17 @@ function parseOrExit(config) {
   }
 }
 
+/**
+ * --trace prints one line a case, to compare runs and versions of the fuzzer: a path inside a campaign's
+ * work folder (named after its process, laid out as that version lays cases out) becomes `<case>`, or
+ * `<case>/<file>` for a case's file.
+ */
+const caseFolderBlanked = (message = "") =>
+  message.replace(/\/[^\s'"`:,)]*infer-fuzz-\d+[^\s'"`:,)]*/g, (path) => {
+    const file = path.slice(path.lastIndexOf("/") + 1);
+    return /\.[a-z]+$/.test(file) ? `<case>/${file}` : "<case>";
+  });
+
 const list = (text) => text?.split(",").map((s) => s.trim()).filter(Boolean);
 const targets = list(values.targets);
 for (const name of targets ?? []) {
@@ -71,8 +82,7 @@ const result = await runCampaign({
   onResult: values.quiet && !values.trace
     ? undefined
     : (r) => {
-        // --trace: one line a case, comparable between runs and versions of the fuzzer (paths and numbers blanked).
-        if (values.trace) console.log(`trace\t${r.target}/${r.backend}\t${r.index}\t${r.outcome}\t${r.code ?? ""}\t${normalizeMessage(r.message)}`);
+        if (values.trace) console.log(`trace\t${r.target}/${r.backend}\t${r.index}\t${r.outcome}\t${r.code ?? ""}\t${caseFolderBlanked(r.message)}`);
         if (BAD.has(r.outcome) && !values.quiet) console.log(`${r.known ? "known" : "NEW"} ${r.outcome} ${r.target}/${r.backend} #${r.index}: ${r.code ?? ""} ${(r.message ?? "").slice(0, 200)}`);
       },
 });

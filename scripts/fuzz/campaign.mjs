@@ -88,13 +88,17 @@ export async function runCampaign(options) {
 
   async function drive(backend, worker, queue, slot) {
     const dirs = new CaseDirs(join(workDir, `${backend}-${slot}`));
-    // The parent makes and writes the next mutant while the child runs this one (it is not the child's time).
+    const run = (c) => worker.run({ dir: c.dir, files: c.files, target: { kind: c.target.kind, entry: c.target.entry } });
     let current = Date.now() > deadline ? undefined : prepare(backend, queue, dirs);
+    let running = current && run(current);
     while (current) {
-      const running = worker.run({ dir: current.dir, files: current.files, target: { kind: current.target.kind, entry: current.target.entry } });
+      // The parent makes and writes the next mutant while the child runs this one, and hands it over
+      // before its bookkeeping: the child waits for nothing but the message.
       const next = Date.now() > deadline ? undefined : prepare(backend, queue, dirs);
-      record(backend, current, await running);
-      current = Date.now() > deadline ? undefined : next;
+      const result = await running;
+      running = next && Date.now() <= deadline ? run(next) : undefined;
+      record(backend, current, result);
+      current = running && next;
     }
   }
 

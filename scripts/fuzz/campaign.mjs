@@ -3,10 +3,11 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { mkdir, rm } from "node:fs/promises";
+import { CaseDirs } from "./case-dirs.mjs";
 import { knownFinding } from "./known-findings.mjs";
 import { FuzzWorker } from "./pool.mjs";
 import { caseSeed, rng } from "./random.mjs";
-import { findingKey, normalizeMessage, writeCaseDir } from "./reproducers.mjs";
+import { findingKey, normalizeMessage } from "./reproducers.mjs";
 import { loadSeeds } from "./seeds.mjs";
 import { TARGETS } from "./targets.mjs";
 
@@ -44,37 +45,60 @@ export async function runCampaign(options) {
     return stats.get(key);
   };
 
-  async function drive(backend, worker, queue, slot) {
+  /**
+   * The next case this slot runs, its files already written or attached: { target, index, fuzzCase, known,
+   * dir or files }, or undefined when the queue is empty. Known findings are counted as skipped here under
+   * skipKnown.
+   */
+  function prepare(backend, queue, dirs) {
     for (;;) {
-      if (Date.now() > deadline) return;
       const next = queue.next();
-      if (!next) return;
+      if (!next) return undefined;
       const { target, index } = next;
       const fuzzCase = makeCase(target, seeds, o.seed, index);
-      const s = statsOf(target.name, backend);
       const known = knownFinding(fuzzCase, backend);
       if (known && o.skipKnown) {
-        s.skipped++;
+        statsOf(target.name, backend).skipped++;
         continue;
       }
-      const dir = join(workDir, `${backend}-${slot}`);
-      await writeCaseDir(dir, fuzzCase.files, fuzzCase.links);
-      const result = await worker.run({ dir, target: { kind: target.kind, entry: target.entry } });
-      s.cases++;
-      s.ms += result.ms;
-      s[result.outcome]++;
-      // Distinct refusals show how deep the mutants reach: one message for all would mean one check stops them.
-      if (result.outcome === "typed") s.messages.add(`${result.code} ${normalizeMessage(result.message)}`);
-      if (BAD.has(result.outcome)) {
-        const matched = known?.outcomes.includes(result.outcome) ? known : undefined;
-        const finding = { target: target.name, backend, index, campaignSeed: o.seed, ...fuzzCase, ...result, known: matched };
-        if (matched) s.known++;
-        const key = findingKey(finding);
-        const seen = findings.get(key);
-        if (seen) seen.count++;
-        else findings.set(key, { ...finding, count: 1 });
-      }
-      o.onResult?.({ target: target.name, backend, index, ...result, known: known?.outcomes.includes(result.outcome) ? known.id : undefined });
+      // A model is loaded from a path, so its files go to disk; a template or a request travels with the case.
+      const onDisk = target.kind === "model";
+      return { target, index, fuzzCase, known, dir: onDisk ? dirs.write(fuzzCase.files, fuzzCase.links) : undefined, files: onDisk ? undefined : fuzzCase.files };
+    }
+  }
+
+  function record(backend, { target, index, fuzzCase, known }, result) {
+    const s = statsOf(target.name, backend);
+    s.cases++;
+    s.ms += result.ms;
+    s[result.outcome]++;
+    // Distinct refusals show how deep the mutants reach: one message for all would mean one check stops them.
+    if (result.outcome === "typed") s.messages.add(`${result.code} ${normalizeMessage(result.message)}`);
+    if (BAD.has(result.outcome)) {
+      const matched = known?.outcomes.includes(result.outcome) ? known : undefined;
+      const finding = { target: target.name, backend, index, campaignSeed: o.seed, ...fuzzCase, ...result, known: matched };
+      if (matched) s.known++;
+      const key = findingKey(finding);
+      const seen = findings.get(key);
+      if (seen) seen.count++;
+      else findings.set(key, { ...finding, count: 1 });
+    }
+    o.onResult?.({ target: target.name, backend, index, ...result, known: known?.outcomes.includes(result.outcome) ? known.id : undefined });
+  }
+
+  async function drive(backend, worker, queue, slot) {
+    const dirs = new CaseDirs(join(workDir, `${backend}-${slot}`));
+    const run = (c) => worker.run({ dir: c.dir, files: c.files, target: { kind: c.target.kind, entry: c.target.entry } });
+    let current = Date.now() > deadline ? undefined : prepare(backend, queue, dirs);
+    let running = current && run(current);
+    while (current) {
+      // The parent makes and writes the next mutant while the child runs this one, and hands it over
+      // before its bookkeeping: the child waits for nothing but the message.
+      const next = Date.now() > deadline ? undefined : prepare(backend, queue, dirs);
+      const result = await running;
+      running = next && Date.now() <= deadline ? run(next) : undefined;
+      record(backend, current, result);
+      current = running && next;
     }
   }
 

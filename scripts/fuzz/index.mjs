@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // npm run fuzz -- [--seconds N] [--cases N] [--first I] [--seed S] [--targets a,b] [--backends wasm,llama_cpp] [--jobs J]
-//                 [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet] [--case target:index]
+//                 [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet] [--trace] [--case target:index]
 // Mutation fuzzing of every parser through the public API; see docs/reliability.md.
 import { parseArgs } from "node:util";
 import { BAD, DEFAULTS, OUTCOMES, runCampaign } from "./campaign.mjs";
@@ -9,7 +9,7 @@ import { TARGETS } from "./targets.mjs";
 
 const USAGE = `usage: npm run fuzz -- [--seconds N] [--cases N] [--first I] [--seed S] [--targets a,b] [--backends wasm,llama_cpp]
                      [--jobs J] [--time-limit-ms T] [--memory-mb M] [--skip-known] [--real] [--save] [--quiet]
-                     [--case target:index]      (docs/reliability.md)`;
+                     [--trace] [--case target:index]      (docs/reliability.md)`;
 
 const { values } = parseOrExit({
   options: {
@@ -26,6 +26,7 @@ const { values } = parseOrExit({
     real: { type: "boolean", default: false },
     save: { type: "boolean", default: false },
     quiet: { type: "boolean", default: false },
+    trace: { type: "boolean", default: false },
     case: { type: "string" },
     help: { type: "boolean", default: false },
   },
@@ -44,6 +45,17 @@ function parseOrExit(config) {
     process.exit(2);
   }
 }
+
+/**
+ * --trace prints one line a case, to compare runs and versions of the fuzzer: a path inside a campaign's
+ * work folder (named after its process, laid out as that version lays cases out) becomes `<case>`, or
+ * `<case>/<file>` for a case's file.
+ */
+const caseFolderBlanked = (message = "") =>
+  message.replace(/\/[^\s'"`:,)]*infer-fuzz-\d+[^\s'"`:,)]*/g, (path) => {
+    const file = path.slice(path.lastIndexOf("/") + 1);
+    return /\.[a-z]+$/.test(file) ? `<case>/${file}` : "<case>";
+  });
 
 const list = (text) => text?.split(",").map((s) => s.trim()).filter(Boolean);
 const targets = list(values.targets);
@@ -67,10 +79,11 @@ const result = await runCampaign({
   skipKnown: values["skip-known"],
   real: values.real,
   only,
-  onResult: values.quiet
+  onResult: values.quiet && !values.trace
     ? undefined
     : (r) => {
-        if (BAD.has(r.outcome)) console.log(`${r.known ? "known" : "NEW"} ${r.outcome} ${r.target}/${r.backend} #${r.index}: ${r.code ?? ""} ${(r.message ?? "").slice(0, 200)}`);
+        if (values.trace) console.log(`trace\t${r.target}/${r.backend}\t${r.index}\t${r.outcome}\t${r.code ?? ""}\t${caseFolderBlanked(r.message)}`);
+        if (BAD.has(r.outcome) && !values.quiet) console.log(`${r.known ? "known" : "NEW"} ${r.outcome} ${r.target}/${r.backend} #${r.index}: ${r.code ?? ""} ${(r.message ?? "").slice(0, 200)}`);
       },
 });
 

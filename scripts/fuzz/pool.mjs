@@ -10,11 +10,13 @@ const POLL_MS = 25;
 /** Starting a backend (llama.cpp's runtime) is not a case: it gets its own, generous limit. */
 const WARMUP_LIMIT_MS = 180_000;
 
+const FIELDS = { VmHWM: /VmHWM:\s+(\d+) kB/, VmRSS: /VmRSS:\s+(\d+) kB/ };
+
 /** A /proc/<pid>/status field in MiB (VmHWM: peak resident memory; VmRSS: now), or undefined once it is gone. */
 function statusMiB(pid, field) {
   try {
     const status = readFileSync(`/proc/${pid}/status`, "utf8");
-    const match = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status);
+    const match = FIELDS[field].exec(status);
     return match ? Number(match[1]) / 1024 : undefined;
   } catch {
     return undefined;
@@ -40,7 +42,8 @@ export class FuzzWorker {
   }
 
   async start() {
-    const child = fork(CHILD, [], { silent: true, execArgv: [] });
+    // "advanced": a case's files travel as bytes (structured clone), not as JSON arrays of numbers.
+    const child = fork(CHILD, [], { silent: true, execArgv: [], serialization: "advanced" });
     this.child = child;
     this.stderr = "";
     child.stderr.on("data", (chunk) => {
@@ -77,7 +80,10 @@ export class FuzzWorker {
     if (child && child.exitCode === null) child.kill("SIGKILL");
   }
 
-  /** Runs one case: { dir, target: {kind, entry} }. Resolves with { outcome, code?, message?, ms, peakMiB }. */
+  /**
+   * Runs one case: { dir, target: {kind, entry}, files? } (files: a template's or request's files, sent
+   * instead of read from dir). Resolves with { outcome, code?, message?, ms, peakMiB }.
+   */
   async run(fuzzCase) {
     if (!this.child) {
       if (this.started) this.restarts++;
@@ -93,34 +99,33 @@ export class FuzzWorker {
     const started = performance.now();
     return new Promise((resolve) => {
       let done = false;
-      const finish = (result, killChild) => {
+      // `peak`: a reading just taken, if the caller has one.
+      const finish = (result, killChild, peak = peakMiB(child.pid)) => {
         if (done) return;
         done = true;
         clearTimeout(timer);
         clearInterval(poll);
         child.off("message", onMessage);
         this.onExit = undefined;
-        const peak = peakMiB(child.pid);
         if (killChild) this.kill();
         resolve({ ms: performance.now() - started, peakMiB: peak, ...result });
       };
-      const overMemory = () => {
-        const peak = peakMiB(child.pid);
-        return peak !== undefined && peak - baseline > memoryLimitMiB ? peak - baseline : undefined;
-      };
+      const overMemory = (peak = peakMiB(child.pid)) => (peak !== undefined && peak - baseline > memoryLimitMiB ? peak - baseline : undefined);
+      const overLimit = (grown) => ({ outcome: "memory", message: `peak RSS grew ${Math.round(grown)} MiB, over the ${memoryLimitMiB} MiB limit` });
       const onMessage = (message) => {
         if (message.type !== "result") return;
-        const peak = overMemory();
-        if (peak) finish({ outcome: "memory", message: `peak RSS grew ${Math.round(peak)} MiB, over the ${memoryLimitMiB} MiB limit` }, true);
-        else finish(message, false);
+        const peak = peakMiB(child.pid);
+        const grown = overMemory(peak);
+        if (grown) finish(overLimit(grown), true, peak);
+        else finish(message, false, peak);
       };
       const timer = setTimeout(
         () => finish({ outcome: "hang", message: `no answer within ${timeLimitMs} ms` }, true),
         timeLimitMs,
       );
       const poll = setInterval(() => {
-        const peak = overMemory();
-        if (peak) finish({ outcome: "memory", message: `peak RSS grew ${Math.round(peak)} MiB, over the ${memoryLimitMiB} MiB limit` }, true);
+        const grown = overMemory();
+        if (grown) finish(overLimit(grown), true);
       }, POLL_MS);
       this.onExit = (code, signal) => {
         // Give the stderr pipe a moment: the abort message arrives after the exit event at times.

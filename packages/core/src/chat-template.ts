@@ -22,7 +22,11 @@ export interface ChatTemplateLimits {
   maxSteps: number;
   /** Steps granted per value in the inputs (a message, its role, its content), so long conversations still render. */
   stepsPerInput: number;
-  /** Deepest evaluation (macros calling macros), kept well inside the call stack. */
+  /**
+   * Deepest evaluation (macros calling macros), kept well inside the call stack: the library looks
+   * variables up by recursing through one scope per macro call and turns a stack overflow there
+   * into "undefined", so a limit near the stack's end gives a misleading error instead of this one.
+   */
   maxDepth: number;
   /** Characters in any one value: a string, or a list or mapping with its contents; the rendered prompt included. */
   maxChars: number;
@@ -34,7 +38,7 @@ export const CHAT_TEMPLATE_LIMITS: Readonly<ChatTemplateLimits> = Object.freeze(
   maxNesting: 100,
   maxSteps: 250_000,
   stepsPerInput: 100,
-  maxDepth: 1_000,
+  maxDepth: 200, // real templates need 8-10 (Llama 3, Qwen3, Gemma 3 with tools)
   maxChars: 4 * 1024 * 1024,
   maxMillis: 2_000,
 });

@@ -30,6 +30,13 @@ export const RUNAWAY_CHAT_TEMPLATES: ReadonlyArray<{ name: string; template: str
       "{{ m20() }}",
     limit: "maxSteps",
   },
+  { name: "a macro calling itself", template: "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", limit: "maxDepth" },
+  {
+    name: "a macro calling itself through a call block",
+    template: "{% macro f(n) %}{% call f(n) %}x{% endcall %}{% endmacro %}{{ f(1) }}",
+    limit: "maxDepth",
+  },
+  { name: "a macro calling itself in its arguments", template: "{% macro f(n) %}{{ f(f(n)) }}{% endmacro %}{{ f(1) }}", limit: "maxDepth" },
   { name: "100 000 nested ifs", template: nest("{% if true %}", "x", "{% endif %}", 100_000), limit: "maxNesting" },
   { name: "100 000 nested parentheses", template: nest("{{ ", nest("(", "1", ")", 100_000), " }}", 1), limit: "maxNesting" },
   {

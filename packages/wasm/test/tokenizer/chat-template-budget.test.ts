@@ -72,6 +72,19 @@ describe("chat template budget", () => {
     assert.throws(() => bounded(deep, {}, { maxNesting: 20 }), overLimit("MODEL_FORMAT", "maxNesting"));
   });
 
+  it("self-recursive macros stop at maxDepth every time, also when the caller has used much of the stack", () => {
+    // The library hides a stack overflow in its variable lookup as "undefined" (a misleading "cannot
+    // call" error that came and went with how warm the process was): the depth limit must come first.
+    const recursive = RUNAWAY_CHAT_TEMPLATES.filter(({ limit }) => limit === "maxDepth");
+    assert.ok(recursive.length >= 3);
+    const deepCall = (frames: number, run: () => void): void => (frames === 0 ? run() : deepCall(frames - 1, run));
+    for (const { name, template } of recursive) {
+      for (const frames of [0, 0, 0, 4000]) {
+        deepCall(frames, () => assert.throws(() => bounded(template, {}), overLimit("MODEL_FORMAT", "maxDepth"), `${name}, ${frames} frames`));
+      }
+    }
+  });
+
   it("the budget grows with the inputs: long conversations and long messages still render", () => {
     const template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
     const long = conversation(2000);

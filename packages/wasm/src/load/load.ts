@@ -23,7 +23,7 @@ export interface LoadOptions {
   onProgress?: ProgressListener;
   /** Stops a download. */
   signal?: AbortSignal;
-  /** Keep a downloaded GGUF in the browser's Origin Private File System and load it from there next time (default true; no effect without OPFS). */
+  /** Keep a downloaded model (a GGUF file, or a folder by URL) in the browser's Origin Private File System and load it from there next time (default true; no effect without OPFS). */
   cache?: boolean;
 }
 
@@ -81,7 +81,7 @@ async function resolveInput(source: ModelSource, options: LoadOptions): Promise<
   if (kind === "url") {
     const url = new URL(String(source));
     const folder = folderOf(url.pathname);
-    if (folder !== undefined) return urlFolder(new URL(folder, url).href, { onProgress, signal });
+    if (folder !== undefined) return urlFolder(new URL(folder, url).href, { onProgress, signal, cache: options.cache });
     if (options.cache === false) return byteInput(await urlSource(url.href, onProgress, signal));
     const cached = await cachedModel(url.href);
     if (cached) return byteInput(await blobSource(cached, onProgress, url.href));

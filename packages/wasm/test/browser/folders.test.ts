@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "puppeteer-core";
 import { harness, inPage } from "./harness.js";
-import { SHARDS, writeShardedCopy } from "../model/sharded-folder.js";
+import { SHARDS, writeShardedCopy } from "./sharded-folder.js";
 
 const skip = harness.hasSharedModels() ? undefined : `shared models not found at ${harness.SHARED_MODELS} (a clone outside this workplace has none)`;
 

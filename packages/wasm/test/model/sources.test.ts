@@ -13,7 +13,7 @@ import { loadModel, type LoadProgress } from "@infer/core";
 import { assertCode } from "@infer/core/testing";
 import "../../src/index.js";
 import { harness } from "../browser/harness.js";
-import { SHARDS, writeShardedCopy } from "./sharded-folder.js";
+import { SHARDS, writeShardedCopy } from "../browser/sharded-folder.js";
 
 const shared = harness.SHARED_MODELS;
 const skip = existsSync(shared) ? undefined : `shared models not found at ${shared} (a clone outside this workplace has none)`;

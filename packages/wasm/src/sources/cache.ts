@@ -12,6 +12,7 @@
  * mix files of two versions of a model, or keep a tokenizer whose weights were evicted).
  */
 import type { ModelBlob } from "@infer/core";
+import { folderUrlOf } from "./model-url.js";
 
 /** The few OPFS interfaces used (the package compiles without lib "dom"). */
 interface Writable {
@@ -184,11 +185,11 @@ export async function listCachedModels(): Promise<CachedModel[]> {
   return models.sort((a, b) => a.url.localeCompare(b.url));
 }
 
-/** Removes url's cached copy (all of a folder's files); false when there was none. */
+/** Removes url's cached copy (all of a folder's files, by any URL that loads the folder); false when there was none. */
 export async function deleteCachedModel(url: string): Promise<boolean> {
   const dir = await folder();
   if (!dir) return false;
-  const key = await keyOf(url);
+  const key = await keyOf(folderUrlOf(url) ?? url);
   const had = (await readRecord(dir, key)) !== undefined;
   await removeEntry(dir, key);
   return had;

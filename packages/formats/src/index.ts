@@ -51,5 +51,7 @@ export type { GgufTensorSpec, GgufValueInput, GgufWriteSpec } from "./gguf-write
 export { MAX_SAFETENSORS_HEADER_BYTES, SAFETENSORS_DTYPE_BYTES, parseSafetensors, toFloat32 } from "./safetensors.js";
 export type { SafetensorsDtype, SafetensorsFile, SafetensorsModel, SafetensorsTensor } from "./safetensors.js";
 export { writeSafetensors } from "./safetensors-writer.js";
+export { SAFETENSORS_INDEX, missingShard, outsideFolder, parseSafetensorsIndex, readSafetensorsShards } from "./safetensors-index.js";
+export type { SafetensorsIndex } from "./safetensors-index.js";
 export { decodeUtf8 } from "./utf8.js";
 export type { SafetensorsTensorSpec } from "./safetensors-writer.js";

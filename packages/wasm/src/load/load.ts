@@ -12,6 +12,7 @@ import { blobSource, memorySource, urlSource, type ByteSource } from "../sources
 import { cachedModel, storeModel } from "../sources/cache.js";
 import type { ProgressListener } from "../sources/download.js";
 import { pathFolder, urlFolder, type ModelFolder } from "../sources/folder.js";
+import { folderUrlOf } from "../sources/model-url.js";
 import { openHfFolder, type HfFolder } from "./load-hf.js";
 
 export interface LoadOptions {
@@ -23,7 +24,7 @@ export interface LoadOptions {
   onProgress?: ProgressListener;
   /** Stops a download. */
   signal?: AbortSignal;
-  /** Keep a downloaded GGUF in the browser's Origin Private File System and load it from there next time (default true; no effect without OPFS). */
+  /** Keep a downloaded model (a GGUF file, or a folder by URL) in the browser's Origin Private File System and load it from there next time (default true; no effect without OPFS). */
   cache?: boolean;
 }
 
@@ -67,21 +68,14 @@ export async function loadTransformer(source: ModelSource, options: LoadOptions 
   }
 }
 
-/** The folder a URL's path names (ending with "/", or naming config.json or a .safetensors file in it), else undefined: a GGUF file. */
-function folderOf(pathname: string): string | undefined {
-  if (pathname.endsWith("/")) return pathname;
-  if (pathname.endsWith(".safetensors") || pathname.endsWith("config.json")) return pathname.slice(0, pathname.lastIndexOf("/") + 1);
-  return undefined;
-}
-
 async function resolveInput(source: ModelSource, options: LoadOptions): Promise<GgufInput | ModelFolder> {
   const { onProgress, signal } = options;
   const kind = sourceKind(source);
   if (kind === "path") return resolvePath(sourcePath(source as string | URL), onProgress);
   if (kind === "url") {
     const url = new URL(String(source));
-    const folder = folderOf(url.pathname);
-    if (folder !== undefined) return urlFolder(new URL(folder, url).href, { onProgress, signal });
+    const folder = folderUrlOf(url.href);
+    if (folder !== undefined) return urlFolder(folder, { onProgress, signal, cache: options.cache });
     if (options.cache === false) return byteInput(await urlSource(url.href, onProgress, signal));
     const cached = await cachedModel(url.href);
     if (cached) return byteInput(await blobSource(cached, onProgress, url.href));

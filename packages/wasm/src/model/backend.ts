@@ -42,8 +42,9 @@ export interface WasmLoadOptions extends LoadOptions {
    */
   kernels?: Kernels;
   /**
-   * Browsers: keep a GGUF downloaded from a URL in the Origin Private File System and load it from
-   * there next time (default true). See listCachedModels / deleteCachedModel.
+   * Browsers: keep a model downloaded from a URL (a GGUF file, or a Hugging Face folder with all its
+   * files) in the Origin Private File System and load it from there next time (default true). See
+   * listCachedModels / deleteCachedModel.
    */
   cache?: boolean;
   /**

@@ -25,11 +25,14 @@ function aborted(url: string, signal: AbortSignal | undefined, cause: unknown): 
   return signal?.aborted ? new InferenceError("ABORTED", `${url}: the download was aborted`, { cause, details: { url } }) : undefined;
 }
 
-/** fetch with errors as InferenceErrors naming the URL: unreachable (IO), 404/410 (MODEL_NOT_FOUND), other statuses (IO). */
-export async function request(url: string, signal: AbortSignal | undefined, range?: number): Promise<Response> {
+/**
+ * fetch with errors as InferenceErrors naming the URL: unreachable (IO), 404/410 (MODEL_NOT_FOUND),
+ * other statuses (IO). A HEAD request (`method`) asks for the headers only.
+ */
+export async function request(url: string, signal: AbortSignal | undefined, range?: number, method: "GET" | "HEAD" = "GET"): Promise<Response> {
   let response: Response;
   try {
-    response = await fetch(url, { signal, headers: range === undefined ? {} : { Range: `bytes=${range}-` } });
+    response = await fetch(url, { method, signal, headers: range === undefined ? {} : { Range: `bytes=${range}-` } });
   } catch (cause) {
     throw aborted(url, signal, cause) ?? new InferenceError("IO", `${url}: cannot download (${(cause as Error).message ?? String(cause)})`, { cause, details: { url } });
   }
@@ -41,7 +44,7 @@ export async function request(url: string, signal: AbortSignal | undefined, rang
       details: { url, status: response.status },
     });
   }
-  if (!response.body) throw new InferenceError("IO", `${url}: the response has no body`, { details: { url } });
+  if (method === "GET" && !response.body) throw new InferenceError("IO", `${url}: the response has no body`, { details: { url } });
   return response;
 }
 
@@ -51,6 +54,11 @@ function declaredSize(response: Response): number | undefined {
   if (encoding && encoding !== "identity") return undefined;
   const length = Number(response.headers.get("content-length") ?? NaN);
   return Number.isSafeInteger(length) && length >= 0 ? length : undefined;
+}
+
+/** The size of the file at url (a HEAD request), undefined when the server does not say it. */
+export async function remoteSize(url: string, signal: AbortSignal | undefined): Promise<number | undefined> {
+  return declaredSize(await request(url, signal, undefined, "HEAD"));
 }
 
 export async function openDownload(url: string, options: { onProgress?: ProgressListener; signal?: AbortSignal }): Promise<Download> {

@@ -4,14 +4,16 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadModel, type LoadProgress } from "@infer/core";
 import { assertCode } from "@infer/core/testing";
 import "../../src/index.js";
 import { harness } from "../browser/harness.js";
+import { SHARDS, writeShardedCopy } from "../browser/sharded-folder.js";
 
 const shared = harness.SHARED_MODELS;
 const skip = existsSync(shared) ? undefined : `shared models not found at ${shared} (a clone outside this workplace has none)`;
@@ -63,6 +65,73 @@ describe("model sources in Node", { skip }, () => {
     const text = await assertCode(loadModel(`${server.origin}/stories260K/expected-greedy-200.txt`), "MODEL_FORMAT");
     assert.match(text.message, /expected-greedy-200\.txt: not a GGUF file/);
     await assertCode(loadModel(new TextEncoder().encode("plain text")), "MODEL_FORMAT");
+  });
+});
+
+describe("a sharded Hugging Face folder by URL in Node", { skip }, () => {
+  const TINY = "tinystories-656k";
+  const work = mkdtempSync(join(tmpdir(), "infer-sharded-"));
+  const folder = (name: string) => {
+    mkdirSync(join(work, name));
+    return join(work, name);
+  };
+  let server: Awaited<ReturnType<typeof harness.serve>>;
+  const tinyExpected = () => JSON.parse(readFileSync(join(shared, TINY, "expected-greedy-100.json"), "utf8")) as { prompt: string; greedy_ids: number[] };
+  const greedy100 = async (source: string, progress: LoadProgress[] = []) => {
+    await using model = await loadModel(source, { onProgress: (event) => progress.push(event) });
+    const result = await model.generateText(tinyExpected().prompt, { maxTokens: 100, temperature: 0 });
+    return { text: result.text, ids: result.tokens.map((token) => token.id) };
+  };
+  before(async () => {
+    writeShardedCopy(join(shared, TINY), folder("sharded"));
+    // The same shards, named in the index with the test server's ?cut=N: each download breaks part-way once.
+    writeShardedCopy(join(shared, TINY), folder("cut"), (shard) => `${shard}?cut=20000`);
+    writeShardedCopy(join(shared, TINY), folder("missing"));
+    rmSync(join(work, "missing", SHARDS[1]!));
+    writeShardedCopy(join(shared, TINY), folder("escaping"), (shard) => `../sharded/${shard}`);
+    server = await harness.serve({ root: shared, mounts: { "/work/": work } });
+  });
+  after(async () => {
+    await server?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test("the shards stream one after another, progress over their total: the unsharded folder's text", async () => {
+    const progress: LoadProgress[] = [];
+    const sharded = await greedy100(`${server.origin}/work/sharded/`, progress);
+    assert.deepEqual(sharded.ids, tinyExpected().greedy_ids);
+    assert.equal(sharded.text, (await greedy100(`${server.origin}/${TINY}/`)).text);
+    // The same from the path, where sharded folders loaded before.
+    assert.deepEqual((await greedy100(join(work, "sharded"))).ids, sharded.ids);
+    const total = SHARDS.reduce((sum, shard) => sum + statSync(join(work, "sharded", shard)).size, 0);
+    const downloads = progress.filter((p) => p.phase === "download");
+    assert.ok(downloads.every((p, i) => p.totalBytes === total && (i === 0 || p.loadedBytes >= downloads[i - 1]!.loadedBytes)));
+    assert.equal(downloads.at(-1)!.loadedBytes, total);
+    const fetched = server.requests.filter((r) => r.path.startsWith("/work/sharded/model-0000")).map((r) => r.path.slice("/work/sharded/".length));
+    assert.deepEqual(new Set(fetched), new Set(SHARDS));
+  });
+
+  test("each shard's cut download resumes with its own Range request", async () => {
+    const before = server.requests.length;
+    assert.deepEqual((await greedy100(`${server.origin}/work/cut/`)).ids, tinyExpected().greedy_ids);
+    const ranged = server.requests.slice(before).filter((r) => r.range !== undefined);
+    assert.deepEqual(
+      ranged.map((r) => [r.path, r.range, r.status]),
+      SHARDS.map((shard) => [`/work/cut/${shard}`, "bytes=20000-", 206]),
+    );
+  });
+
+  test("a missing shard, or one outside the folder, is MODEL_FORMAT naming the index and the shard, before any download", async () => {
+    const progress: LoadProgress[] = [];
+    const missing = await assertCode(loadModel(`${server.origin}/work/missing/`, { onProgress: (event) => progress.push(event) }), "MODEL_FORMAT");
+    assert.match(missing.message, /missing\/model\.safetensors\.index\.json: weight_map names shard "model-00002-of-00002\.safetensors", which is missing \(http:.*\/work\/missing\/model-00002-of-00002\.safetensors\)/);
+    assert.deepEqual(progress, []);
+    const escaping = await assertCode(loadModel(`${server.origin}/work/escaping/`), "MODEL_FORMAT");
+    assert.match(escaping.message, /escaping\/model\.safetensors\.index\.json: weight_map\[".*"\] names "\.\.\/sharded\/model-0000\d-of-00002\.safetensors", which is not a shard file name in the folder/);
+    // Percent-encoded dots are the same ".." once the URL is resolved.
+    writeFileSync(join(work, "escaping", "model.safetensors.index.json"), JSON.stringify({ weight_map: { x: `%2e%2e/sharded/${SHARDS[0]}` } }));
+    const encoded = await assertCode(loadModel(`${server.origin}/work/escaping/`), "MODEL_FORMAT");
+    assert.match(encoded.message, /names "%2e%2e\/sharded\/model-00001-of-00002\.safetensors", which is not a shard file name in the folder/);
   });
 });
 

@@ -44,7 +44,7 @@ export async function loadError(infer, source, { as = "url", loadOptions = {} } 
   }
 }
 
-/** What the OPFS model cache holds, after planting the data of a download that never finished under `cutKey`. */
+/** What the OPFS model cache holds, after planting the data of a download that never finished under the name `plantCut`. */
 export async function cacheState(infer, { plantCut } = {}) {
   if (plantCut) {
     const root = await globalThis.navigator.storage.getDirectory();
@@ -59,6 +59,15 @@ export async function cacheState(infer, { plantCut } = {}) {
   const files = [];
   for await (const name of folder.keys()) files.push(name);
   return { listed, files: files.sort() };
+}
+
+/** Starts loading a model without waiting for it: the bytes it has so far are in globalThis.loadedBytes (a test closes the tab mid-way). */
+export function startLoad(infer, source) {
+  globalThis.loadedBytes = 0;
+  void infer.loadModel(absolute(source), { onProgress: (event) => (globalThis.loadedBytes = event.loadedBytes) }).then(
+    (model) => model.close(),
+    () => undefined,
+  );
 }
 
 export async function deleteCached(infer, url) {

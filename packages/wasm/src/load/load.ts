@@ -186,6 +186,7 @@ async function loadGguf(input: GgufInput, options: LoadOptions, held: Uint8Array
   const memory = kernelFileMemory(options, path);
   const gguf = await input.read(memory ?? {});
   if (memory) held.push(gguf.bytes);
+  refuseSplitGguf(gguf, path);
   const archValue = gguf.metadata.get("general.architecture");
   const archName = archValue?.type === GgufValueType.STRING ? archValue.value : "";
   const architecture = findArchitecture("gguf", archName ? [archName] : [], path);
@@ -266,6 +267,22 @@ function dominantType(elements: ReadonlyMap<GgmlType, number>): GgmlType {
     }
   }
   return best;
+}
+
+/**
+ * One part of a split GGUF (llama.cpp's gguf-split) holds only some tensors: read as a whole model
+ * it would fail later on a missing tensor, so it is refused up front with the way out.
+ */
+function refuseSplitGguf(gguf: GgufFile, path: string): void {
+  const count = ggufPlainValue(gguf.metadata.get("split.count"));
+  if ((typeof count === "number" || typeof count === "bigint") && Number(count) > 1) {
+    throw new InferenceError(
+      "UNSUPPORTED",
+      `${path}: one part of a split GGUF (split.count = ${count}); the wasm backend loads single-file GGUF: ` +
+        "merge the parts with llama.cpp's `llama-gguf-split --merge`, or load the first part with backend llama_cpp",
+      { details: { file: path, field: "split.count" } },
+    );
+  }
 }
 
 /** A GGUF metadata value as a plain JS value (arrays as their item arrays). */

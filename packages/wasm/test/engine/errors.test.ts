@@ -66,6 +66,26 @@ test("an unknown architecture fails with UNSUPPORTED_ARCHITECTURE naming it and 
   });
 });
 
+test("one part of a split GGUF is UNSUPPORTED naming the file and split.count", async () => {
+  await withFolder(async (dir) => {
+    await writeRandomGguf(join(dir, "whole.gguf"), { architecture: "llama", seed: 3 });
+    await rewriteGguf(join(dir, "whole.gguf"), join(dir, "model-00001-of-00002.gguf"), (metadata) => {
+      metadata.set("split.no", { type: GgufValueType.UINT16, value: 0 });
+      metadata.set("split.count", { type: GgufValueType.UINT16, value: 2 });
+      metadata.set("split.tensors.count", { type: GgufValueType.INT32, value: 3 });
+    });
+    await assert.rejects(
+      loadTransformer(join(dir, "model-00001-of-00002.gguf")),
+      rejectsWith("UNSUPPORTED", "model-00001-of-00002.gguf", "split.count = 2", "llama_cpp"),
+    );
+    // split.count = 1 (a split tool's single part) is a whole model.
+    await rewriteGguf(join(dir, "whole.gguf"), join(dir, "single.gguf"), (metadata) => {
+      metadata.set("split.count", { type: GgufValueType.UINT16, value: 1 });
+    });
+    await loadTransformer(join(dir, "single.gguf"));
+  });
+});
+
 test("a missing or corrupt config field fails with MODEL_FORMAT naming the file and the field", async () => {
   await withFolder(async (dir) => {
     await writeRandomHf(join(dir, "hf"), { architecture: "qwen2", seed: 2 });

@@ -20,7 +20,7 @@ export const wasmBuildMissing: string | undefined = ["index.js", "testing/index.
   .map((path) => `needs @infer/wasm's build output ${path} (build packages/wasm first)`)[0];
 
 export interface WasmKit {
-  writeRandomGguf(path: string, spec: { architecture: string; seed: number; type?: number }): Promise<unknown>;
+  writeRandomGguf(path: string, spec: { architecture: string; seed: number; type?: number; vocabSize?: number }): Promise<unknown>;
   /** llama.cpp's HF→GGUF row permutation of llama q/k weights (rotate_half pairs to adjacent pairs). */
   permuteForNormalRope(hf: Float32Array, heads: number, headDim: number): Float32Array;
 }

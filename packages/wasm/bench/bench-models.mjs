@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { TextEncoder } from "node:util";
 import { GgmlType, f32ToF16, rowBytes, typeInfo, typeName, writeGguf } from "@infer/formats";
-import { byteVocab } from "../dist/src/testing/byte-vocab.js";
+import { syntheticVocab } from "../dist/src/testing/byte-vocab.js";
 
 /** The shapes benchmarked (from each model's config.json). */
 export const BENCH_SHAPES = {
@@ -61,6 +61,11 @@ export const BENCH_TYPES = { q8_0: GgmlType.Q8_0, q4_0: GgmlType.Q4_0, f16: Ggml
 export const DEFAULT_BENCH_TYPES = ["q8_0", "q4_0", "f16"];
 
 const ALIGNMENT = 32;
+/**
+ * In each file's name: bumped whenever the files' contents change (2: synthetic
+ * words that re-encode to the ids generated), so older cached files are rewritten.
+ */
+const BENCH_MODEL_VERSION = 2;
 const CONTEXT_LENGTH = 8192;
 
 /** The path of a bench model, written first when missing. */
@@ -69,7 +74,7 @@ export async function benchModel(folder, shapeName, typeName_) {
   const type = BENCH_TYPES[typeName_];
   if (!shape) throw new Error(`unknown bench model "${shapeName}" (known: ${Object.keys(BENCH_SHAPES).join(", ")})`);
   if (type === undefined) throw new Error(`unknown bench type "${typeName_}" (known: ${Object.keys(BENCH_TYPES).join(", ")})`);
-  const path = join(folder, `${shapeName}-${typeName_}.gguf`);
+  const path = join(folder, `${shapeName}-${typeName_}-v${BENCH_MODEL_VERSION}.gguf`);
   if (await exists(path)) return path;
   await mkdir(folder, { recursive: true });
   const started = performance.now();
@@ -87,18 +92,6 @@ async function exists(path) {
   } catch {
     return false;
   }
-}
-
-/** A vocabulary of `size` tokens: the byte-level base vocabulary, then synthetic ASCII tokens. */
-function syntheticVocab(size) {
-  const base = byteVocab();
-  const tokens = [...base.tokens];
-  const tokenTypes = [...base.tokenTypes];
-  for (let i = 0; tokens.length < size; i++) {
-    tokens.push(`tok${i}`);
-    tokenTypes.push(1);
-  }
-  return { tokens, tokenTypes, merges: base.merges, bosId: base.bosId, eosId: base.eosId };
 }
 
 /** Tensor table in GGUF order: [name, ggml shape (row length first), type]. */

@@ -9,13 +9,15 @@
 //
 // Default model: the SmolLM2-135M-shape Q8_0 bench model (random weights, written
 // into .cache/bench-models when missing; see bench-models.mjs). It has no chat
-// template, so every chat passes a plain "role: content" template (the same one
-// the tests use); its byte-level vocabulary spells each generated token "tokN",
-// so an assistant reply re-encodes to several byte tokens per generated one:
-// a turn reuses the history up to the last reply and evaluates that reply's
-// bytes along with the new user message (a real tokenizer re-encodes a reply to
-// the tokens generated, which stay cached). Pass a model with a real vocabulary
-// (e.g. ../shared/models/stories260K/stories260K.gguf) to see that case.
+// template, so every chat passes a plain "role: content" template whose
+// assistant turns put the reply right after "assistant:", as the generation
+// prompt left it (the tests' PLAIN_CHAT_TEMPLATE adds a space there, which
+// re-encodes differently and costs each reply its tokens). The model's
+// synthetic words re-encode to the ids generated, as a real vocabulary's do,
+// so a turn reuses the whole history, replies included, and evaluates the new
+// user message, the template's glue and the reply's last token (sampled, never
+// evaluated). Its user messages are spelt in bytes, several times the tokens a
+// real vocabulary gives them, so what turn 5 evaluates is bigger than in a real chat.
 // Each run loads a fresh model per backend and setting (no chat finds another's
 // turns cached), alternating reuse on and off so machine noise hits both alike;
 // each figure is the median over --runs runs (default 3), after one warm-up run.
@@ -26,7 +28,6 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { loadModel } from "@infer/core";
-import { PLAIN_CHAT_TEMPLATE } from "@infer/core/testing";
 import { benchModel } from "./bench-models.mjs";
 
 const root = fileURLToPath(new URL("../../../", import.meta.url));
@@ -43,6 +44,11 @@ if (!existsSync(model)) throw new Error(`no model at ${model}`);
 const runs = Number(values.runs);
 const threads = Number(values.threads);
 const replyTokens = Number(values.reply);
+
+/** "role: content" lines; an assistant's content follows "assistant:" as generated, with no space added. */
+const CHAT_TEMPLATE =
+  "{% for m in messages %}{{ m.role }}:{% if m.role != 'assistant' %} {% endif %}{{ m.content }}\n{% endfor %}" +
+  "{% if add_generation_prompt %}assistant:{% endif %}";
 
 const USER_TURNS = [
   "Once upon a time there was a little girl named Lily. She liked to play in the park with her big red ball every day.",
@@ -67,7 +73,7 @@ async function chat(backend, reuse) {
       const started = performance.now();
       let firstAt = 0;
       let reply = "";
-      const options = { temperature: 0, maxTokens: replyTokens, ignoreEos: true, chatTemplate: PLAIN_CHAT_TEMPLATE };
+      const options = { temperature: 0, maxTokens: replyTokens, ignoreEos: true, chatTemplate: CHAT_TEMPLATE };
       for await (const token of loaded.chat(messages, options)) {
         firstAt ||= performance.now();
         reply += token.text;

@@ -54,6 +54,43 @@ export function byteVocab(): ByteVocab {
   return { tokens, tokenTypes, merges: MERGES.map(([l, r]) => `${l} ${r}`), bosId, eosId };
 }
 
+/**
+ * Letters of synthetic words: none of h, e, i, n, a, o, r, so no two adjacent
+ * letters form a pair of the base merges, which would outrank the word's own.
+ */
+const WORD_LETTERS = "bcdfgjklmpqstuvwxyz";
+
+/**
+ * The base vocabulary grown to `size` tokens with synthetic words that
+ * round-trip: " w" and then " w" plus letters, shorter words first, each
+ * reached by one merge (the word less its last letter, that letter). Decoded
+ * text re-encodes to the same ids: the pre-tokenizer splits it before each
+ * space (letters only, since it splits letters from digits), and each word's
+ * merges run left to right up to the whole word, as every prefix is a token.
+ * Bench models use it to have a real-sized vocabulary without real merges.
+ */
+export function syntheticVocab(size: number): ByteVocab {
+  const base = byteVocab();
+  const tokens = [...base.tokens];
+  const tokenTypes = [...base.tokenTypes];
+  const merges = [...base.merges];
+  const add = (left: string, right: string) => {
+    tokens.push(left + right);
+    tokenTypes.push(1);
+    merges.push(`${left} ${right}`);
+  };
+  const space = byteToUnicode()[0x20]!;
+  if (tokens.length < size) add(space, "w");
+  // Breadth first: every word of n letters comes before any of n + 1.
+  for (let parent = base.tokens.length; tokens.length < size; parent++) {
+    for (const letter of WORD_LETTERS) {
+      if (tokens.length === size) break;
+      add(tokens[parent]!, letter);
+    }
+  }
+  return { ...base, tokens, tokenTypes, merges };
+}
+
 /** The same vocabulary as a Hugging Face tokenizer.json (byte-level BPE). */
 export function byteVocabTokenizerJson(vocab: ByteVocab): Record<string, unknown> {
   const special = new Set([vocab.bosId, vocab.eosId]);

@@ -12,4 +12,4 @@ export {
   type RandomModelDims,
   type RandomModelSpec,
 } from "./random-models.js";
-export { byteToUnicode, byteVocab, byteVocabTokenizerJson, type ByteVocab } from "./byte-vocab.js";
+export { byteToUnicode, byteVocab, byteVocabTokenizerJson, syntheticVocab, type ByteVocab } from "./byte-vocab.js";

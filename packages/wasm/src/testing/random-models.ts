@@ -10,7 +10,7 @@ import { writeGgufFile, writeSafetensorsFile } from "@infer/formats/node";
 import { platform } from "#platform";
 import { ropeInverseFrequencies, type RopeScaling } from "../engine/rope.js";
 import { ARCHITECTURES } from "../arch/registry.js";
-import { byteVocab, byteVocabTokenizerJson, BOS_TOKEN, EOS_TOKEN } from "./byte-vocab.js";
+import { byteVocabTokenizerJson, BOS_TOKEN, EOS_TOKEN, syntheticVocab } from "./byte-vocab.js";
 
 /** Node: the helpers write model files to disk. */
 const { join, writeText } = platform.files;
@@ -39,6 +39,8 @@ export interface RandomModelSpec {
    * with fixed short factors 1 + 0.1 i and long factors 1 + 0.5 i.
    */
   longRope?: { originalContextLength: number };
+  /** Vocabulary size: the byte-level base vocabulary, grown with synthetic words (see syntheticVocab) when larger. */
+  vocabSize?: number;
 }
 
 /** LongRoPE factors and attention factor of a random Phi-3 spec (HF's formula for the factor). */
@@ -63,7 +65,7 @@ export interface RandomHfSpec extends RandomModelSpec {
 }
 
 /** Dimensions with every default filled in. */
-export type RandomModelDims = Required<Omit<RandomModelSpec, "llama3RopeScaling" | "longRope">> &
+export type RandomModelDims = Required<Omit<RandomModelSpec, "llama3RopeScaling" | "longRope" | "vocabSize">> &
   Pick<RandomModelSpec, "llama3RopeScaling" | "longRope"> & { vocabSize: number };
 
 /** Gemma 3's local layers: every 6th layer is global (llama.cpp hard-codes 6). */
@@ -94,7 +96,7 @@ export function randomModelDims(spec: RandomModelSpec): RandomModelDims {
     slidingWindow: gemma ? (spec.slidingWindow ?? 8) : spec.architecture === "phi3" ? (spec.slidingWindow ?? contextLength) : 0,
     llama3RopeScaling: spec.llama3RopeScaling,
     longRope: spec.longRope,
-    vocabSize: byteVocab().tokens.length,
+    vocabSize: syntheticVocab(spec.vocabSize ?? 0).tokens.length,
   };
 }
 
@@ -172,7 +174,7 @@ export async function writeRandomGguf(path: string, spec: RandomGgufSpec): Promi
   const dims = randomModelDims(spec);
   const type = spec.type ?? GgmlType.F32;
   const arch = dims.architecture;
-  const vocab = byteVocab();
+  const vocab = syntheticVocab(dims.vocabSize);
   const metadata: Record<string, GgufValueInput> = {
     "general.architecture": arch,
     // No architecture in the name: llama.cpp patches token attributes of models named "phi3",
@@ -268,7 +270,7 @@ export async function writeRandomHf(folder: string, spec: RandomHfSpec): Promise
   const dims = randomModelDims(spec);
   const { architecture: arch } = dims;
   const { hfTensorName } = ARCHITECTURES.find((a) => a.id === arch)!;
-  const vocab = byteVocab();
+  const vocab = syntheticVocab(dims.vocabSize);
   const [modelType, className] = HF_CLASS[arch];
   const dtype = spec.dtype ?? "F32";
   const config: Record<string, unknown> = {

@@ -39,6 +39,12 @@ export interface RandomModelSpec {
    * with fixed short factors 1 + 0.1 i and long factors 1 + 0.5 i.
    */
   longRope?: { originalContextLength: number };
+  /**
+   * Hugging Face folders only: rows of the embedding (and LM head), at least
+   * the byte vocabulary's; the rows past it are tokens the tokenizer never
+   * produces, as in real models' padded vocabularies. Default: the byte vocabulary.
+   */
+  vocabSize?: number;
 }
 
 /** LongRoPE factors and attention factor of a random Phi-3 spec (HF's formula for the factor). */
@@ -94,7 +100,7 @@ export function randomModelDims(spec: RandomModelSpec): RandomModelDims {
     slidingWindow: gemma ? (spec.slidingWindow ?? 8) : spec.architecture === "phi3" ? (spec.slidingWindow ?? contextLength) : 0,
     llama3RopeScaling: spec.llama3RopeScaling,
     longRope: spec.longRope,
-    vocabSize: byteVocab().tokens.length,
+    vocabSize: Math.max(spec.vocabSize ?? 0, byteVocab().tokens.length),
   };
 }
 
@@ -170,6 +176,8 @@ const u32 = (value: number): GgufValueInput => ({ type: GgufValueType.UINT32, va
 /** Writes a random model as GGUF (llama.cpp's layout and metadata keys); returns the dims used. */
 export async function writeRandomGguf(path: string, spec: RandomGgufSpec): Promise<RandomModelDims> {
   const dims = randomModelDims(spec);
+  // A GGUF states one token per embedding row, and the byte vocabulary has no more.
+  if (dims.vocabSize !== byteVocab().tokens.length) throw new Error("writeRandomGguf: vocabSize is for Hugging Face folders only");
   const type = spec.type ?? GgmlType.F32;
   const arch = dims.architecture;
   const vocab = byteVocab();

@@ -17,7 +17,8 @@
 // --steps timed steps (after one untimed step), peak memory the process's
 // peak RSS (ru_maxrss: wasm memory, JS heap and everything else for ours;
 // the same measure for Python), load included. --layers cuts the blocks for
-// a quick run (the figures then describe that smaller model).
+// a quick run (the figures then describe that smaller model); --checkpointing
+// on/off sets trainStep's gradientCheckpointing, auto leaves it to the engine.
 // Build first (`npm run build`).
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";

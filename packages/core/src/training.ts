@@ -60,7 +60,9 @@ export interface TrainStepOptions {
   /**
    * Recompute each layer's activations in the backward instead of keeping
    * them all from the forward: memory for one layer's activations, for
-   * about a second forward pass of time. The results are the same. Default false.
+   * about a second forward pass of time. The results are the same. true: every
+   * layer; false: none; default: the backend's choice (wasm keeps the first
+   * layers' activations up to a quarter of the weights' bytes and recomputes the rest).
    */
   gradientCheckpointing?: boolean;
   /** Scales the gradients down to this global L2 norm when above it, as torch.nn.utils.clip_grad_norm_; default: no clipping. */

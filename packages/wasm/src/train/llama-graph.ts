@@ -18,7 +18,7 @@ import { frozenLinearBackward, frozenLinearForward } from "./ops/linear.js";
 import { rmsNormBackward, rmsNormForward } from "./ops/rms-norm.js";
 import { ropeBackward } from "./ops/rope.js";
 import type { LoraLinear } from "./lora-linear.js";
-import { like } from "./ops/buffers.js";
+import { like, workspaceOf } from "./ops/buffers.js";
 
 /** Examples packed one after another, each its own causal sequence. */
 export interface PackedBatch {
@@ -49,19 +49,26 @@ export interface TrainingGraph {
   /** Seeds each call's dropout masks. */
   rng: Rng;
   /**
-   * Keep only each block's input in the forward and recompute the block's
-   * activations in the backward (gradient checkpointing): memory for one
-   * block's activations instead of all, for a second forward's time.
+   * Gradient checkpointing: keep only a block's input in the forward and
+   * recompute its activations in the backward, for a second forward's time.
+   * true: every block (memory for one block's activations instead of all);
+   * a number: blocks keep their activations while those of all blocks so far
+   * fit in that many bytes, the later ones are recomputed; false or absent: none.
    */
-  checkpoint?: boolean;
+  checkpoint?: boolean | number;
+  /** Rows of the head's logits computed at once (tests); default: as many as fit a fixed budget of logits. */
+  headChunkRows?: number;
   /** Run in float64 (gradient checks; the reference kernels only). */
   float64?: boolean;
 }
 
-/** What one block's forward keeps for its backward. */
+/**
+ * What one block's forward keeps for its backward. The normed inputs of the
+ * linears and the attention's and MLP's outputs are not kept: the frozen
+ * linears' backward needs none of them (the adapters keep the inputs they read).
+ */
 interface BlockTape {
   x: Float32Array;
-  h1: Float32Array;
   inv1: Float64Array;
   /** q and k before their per-head norms (qwen3), and those norms' 1 / rms. */
   qRaw?: Float32Array;
@@ -72,16 +79,13 @@ interface BlockTape {
   k: Float32Array;
   v: Float32Array;
   weights: AttentionWeights;
-  attended: Float32Array;
   /** The attention's output projection and its post-norm's 1 / rms (Gemma 3's post-norm only). */
   o?: Float32Array;
   invO?: Float64Array;
   x1: Float32Array;
-  h2: Float32Array;
   inv2: Float64Array;
   gate: Float32Array;
   up: Float32Array;
-  mixed: Float32Array;
   /** The MLP's output and its post-norm's 1 / rms (Gemma 3's post-norm only). */
   down?: Float32Array;
   invDown?: Float64Array;
@@ -109,11 +113,21 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
   /** Per block, its activations, or (checkpointing) only its input. */
   const tapes: (BlockTape | Float32Array)[] = [];
   let stream: Float32Array = x;
+  const budget = graph.checkpoint === true ? 0 : graph.checkpoint === false || graph.checkpoint === undefined ? Infinity : graph.checkpoint;
+  let keptBytes = 0;
   graph.blocks.forEach((block, i) => {
     const rng = blockRng(i);
-    const tape = blockForward(graph, i, block, stream, batch, rng);
-    tapes.push(graph.checkpoint ? stream : tape);
-    stream = blockOutput(tape, graph, i, block, n, rng);
+    const { tape, mixed } = blockForward(graph, i, block, stream, batch, rng);
+    const input = stream;
+    stream = blockOutput(tape, mixed, graph, i, block, n, rng);
+    keptBytes += tapeBytes(tape, graph.adapters[i]);
+    if (keptBytes <= budget) {
+      tapes.push(tape);
+    } else {
+      tapes.push(input);
+      // The adapters' own tapes hold their inputs (this block's activations) until the recompute replaces them.
+      for (const adapter of Object.values(graph.adapters[i] ?? {})) adapter.discardTape();
+    }
   });
 
   // The head over the rows that predict a counted target.
@@ -122,19 +136,10 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
   const m = rows.length;
   const selected = like(x, m * hidden);
   rows.forEach((t, r) => selected.set(stream.subarray(t * hidden, (t + 1) * hidden), r * hidden));
-  const normed = like(x, m * hidden);
-  const invOut = rmsNormForward(normed, selected, head.outputNorm, m, hidden, config.rmsEps, config.normUnitOffset);
-  const logits = like(x, m * config.vocabSize);
-  frozenLinearForward(graph.kernels, logits, head.output, normed, m);
   const targets = Int32Array.from(rows, (t) => batch.targets[t]!);
-  const dLogits = backward ? like(x, logits.length) : undefined;
-  const sum = crossEntropy(logits, targets, m, config.vocabSize, dLogits, m > 0 ? 1 / m : 0);
-  if (!backward || m === 0) return { sum, count: m };
-
-  const dNormed = like(x, m * hidden);
-  frozenLinearBackward(dNormed, head.output, dLogits!, m, graph.kernels);
-  const dSelected = like(x, m * hidden);
-  rmsNormBackward(dSelected, dNormed, selected, head.outputNorm, invOut, m, hidden, config.normUnitOffset);
+  const output = headLoss(graph, selected, targets, backward);
+  if (!backward || m === 0) return { sum: output.sum, count: m };
+  const dSelected = output.dSelected!;
   let dx: Float32Array = like(x, n * hidden);
   rows.forEach((t, r) => dx.set(dSelected.subarray(r * hidden, (r + 1) * hidden), t * hidden));
   for (let i = graph.blocks.length - 1; i >= 0; i--) {
@@ -143,16 +148,67 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
     if (!isTape(tape)) {
       // The block again from its input, with its generator restarted: the same activations and dropout masks.
       const rng = blockRng(i);
-      tape = blockForward(graph, i, block, tape, batch, rng);
-      blockOutput(tape, graph, i, block, n, rng);
+      const again = blockForward(graph, i, block, tape, batch, rng);
+      blockOutput(again.tape, again.mixed, graph, i, block, n, rng);
+      tape = again.tape;
     }
     dx = blockBackward(graph, i, block, tape, dx, batch);
   }
-  return { sum, count: m };
+  return { sum: output.sum, count: m };
+}
+
+/** Logits the head computes at once (float32 values): the full [rows, vocab] logits never exist. */
+const HEAD_CHUNK_LOGITS = 1 << 24;
+
+/**
+ * The output norm, vocabulary projection and cross-entropy of the selected
+ * rows [m, hidden], each predicting its target: the summed loss, and with
+ * `backward` the gradient of the mean loss for the rows. Runs a chunk of rows
+ * at a time, the chunk's logits overwritten by their gradient, so the head
+ * holds one chunk's logits instead of all (for a large vocabulary, more than
+ * the rest of a step); each row's values are those of one pass over all rows.
+ */
+function headLoss(graph: TrainingGraph, selected: Float32Array, targets: Int32Array, backward: boolean): { sum: number; dSelected?: Float32Array } {
+  const { config, head, kernels } = graph;
+  const { hiddenSize: hidden, vocabSize: vocab } = config;
+  const m = targets.length;
+  const normed = like(selected, m * hidden);
+  const invOut = rmsNormForward(normed, selected, head.outputNorm, m, hidden, config.rmsEps, config.normUnitOffset);
+  const chunk = Math.max(1, Math.min(m, graph.headChunkRows ?? Math.floor(HEAD_CHUNK_LOGITS / vocab)));
+  const logits = selected.constructor === Float32Array ? workspaceOf(kernels).floats("head-logits", chunk * vocab) : like(selected, chunk * vocab);
+  const dNormed = backward ? like(selected, m * hidden) : undefined;
+  let sum = 0;
+  for (let from = 0; from < m; from += chunk) {
+    const count = Math.min(chunk, m - from);
+    const rows = normed.subarray(from * hidden, (from + count) * hidden);
+    frozenLinearForward(kernels, logits, head.output, rows, count);
+    sum = crossEntropy(logits, targets.subarray(from, from + count), count, vocab, dNormed && logits, 1 / m, sum);
+    if (dNormed) frozenLinearBackward(dNormed.subarray(from * hidden, (from + count) * hidden), head.output, logits, count, kernels);
+  }
+  if (!dNormed) return { sum };
+  const dSelected = like(selected, m * hidden);
+  rmsNormBackward(dSelected, dNormed, selected, head.outputNorm, invOut, m, hidden, config.normUnitOffset);
+  return { sum, dSelected };
 }
 
 /** Blocks per model the dropout seeding leaves room for (far more than any decoder has). */
 const MAX_BLOCKS = 4096;
+
+/**
+ * Bytes a block keeps for its backward beyond its input (which the previous
+ * block's output holds anyway): its tape's arrays and its adapters', each
+ * array once (the adapters of q, k and v share their input).
+ */
+function tapeBytes(tape: BlockTape, adapters: Partial<Record<AdaptedLinear, LoraLinear>> | undefined): number {
+  const arrays = new Set<ArrayBufferView>();
+  for (const value of [...Object.values(tape), ...Object.values(tape.weights)]) {
+    if (ArrayBuffer.isView(value) && value !== tape.x) arrays.add(value);
+  }
+  for (const adapter of Object.values(adapters ?? {})) for (const array of adapter.keptArrays()) arrays.add(array);
+  let bytes = 0;
+  for (const array of arrays) bytes += array.byteLength;
+  return bytes;
+}
 
 function isTape(saved: BlockTape | Float32Array): saved is BlockTape {
   return !(saved instanceof Float32Array || saved instanceof Float64Array);
@@ -184,7 +240,8 @@ function attentionShape(graph: TrainingGraph, i: number, batch: PackedBatch): At
   };
 }
 
-function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights, x: Float32Array, batch: PackedBatch, rng: Rng): BlockTape {
+/** The block's forward up to the MLP's gated activation: its tape, and that activation (the down projection's input). */
+function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights, x: Float32Array, batch: PackedBatch, rng: Rng): { tape: BlockTape; mixed: Float32Array } {
   const { config } = graph;
   const { hiddenSize: hidden, numHeads, numKVHeads, headDim, rmsEps, normUnitOffset, ropeMode } = config;
   const n = batch.tokens.length;
@@ -220,9 +277,8 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   const up = linearForward(graph, i, "up", block.up, h2, n, rng);
   const mixed = like(x, gate.length);
   gatedForward(mixed, gate, up, gate.length, config.activation);
-  return {
+  const tape: BlockTape = {
     x,
-    h1,
     inv1,
     qRaw: block.qNorm ? qRaw : undefined,
     kRaw: block.kNorm ? kRaw : undefined,
@@ -232,16 +288,14 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
     k,
     v,
     weights,
-    attended,
     o: block.postAttentionNorm ? o : undefined,
     invO: post.inverse,
     x1,
-    h2,
     inv2,
     gate,
     up,
-    mixed,
   };
+  return { tape, mixed };
 }
 
 /** y normed by a post-norm when the block has one (kept with its 1 / rms), else y itself. */
@@ -261,8 +315,8 @@ function postNormBackward(dy: Float32Array, y: Float32Array | undefined, weight:
 }
 
 /** The block's output x1 + (post-normed) down(mixed); the down projection's output is kept only for a post-norm. */
-function blockOutput(tape: BlockTape, graph: TrainingGraph, i: number, block: LlamaBlockWeights, n: number, rng: Rng): Float32Array {
-  const down = linearForward(graph, i, "down", block.down, tape.mixed, n, rng);
+function blockOutput(tape: BlockTape, mixed: Float32Array, graph: TrainingGraph, i: number, block: LlamaBlockWeights, n: number, rng: Rng): Float32Array {
+  const down = linearForward(graph, i, "down", block.down, mixed, n, rng);
   const post = postNorm(down, block.postFfnNorm, graph.config, n);
   if (block.postFfnNorm) {
     tape.down = down;
@@ -279,7 +333,7 @@ function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights
   const { hiddenSize: hidden, numHeads, numKVHeads, headDim, normUnitOffset, ropeMode } = config;
   const n = batch.tokens.length;
   // MLP: dx1 = dOut + the MLP's input gradient through the norm.
-  const dMixed = like(dOut, tape.mixed.length);
+  const dMixed = like(dOut, tape.gate.length);
   const dDown = postNormBackward(dOut, tape.down, block.postFfnNorm, tape.invDown, config, n);
   linearBackward(graph, i, "down", block.down, dMixed, dDown, n);
   const dGate = like(dOut, tape.gate.length);
@@ -292,7 +346,7 @@ function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights
   rmsNormBackward(dX1, dH2, tape.x1, block.ffnNorm, tape.inv2, n, hidden, normUnitOffset);
 
   // Attention: dx = dx1 + the attention's input gradient through the norm.
-  const dAttended = like(dOut, tape.attended.length);
+  const dAttended = like(dOut, n * numHeads * headDim);
   const dO = postNormBackward(dX1, tape.o, block.postAttentionNorm, tape.invO, config, n);
   linearBackward(graph, i, "o", block.o, dAttended, dO, n);
   const dq = like(dOut, tape.q.length);

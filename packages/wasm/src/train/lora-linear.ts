@@ -76,6 +76,17 @@ export class LoraLinear {
     if (tape.mask) for (let i = 0; i < dInput.length; i++) dx[i] = dx[i]! + dInput[i]! * tape.mask[i]!;
   }
 
+  /** The arrays the last forward kept for the backward. */
+  keptArrays(): Float32Array[] {
+    const tape = this.tape;
+    return tape ? [tape.x, tape.u, ...(tape.mask ? [tape.mask] : [])] : [];
+  }
+
+  /** Drops what the last forward kept (its block is recomputed before the backward). */
+  discardTape(): void {
+    this.tape = undefined;
+  }
+
   get parameterCount(): number {
     return this.a.length + this.b.length;
   }

@@ -197,7 +197,7 @@ export class LoraTrainer {
     if (maxGradNorm !== undefined && !(maxGradNorm > 0 && Number.isFinite(maxGradNorm))) throw invalid("maxGradNorm", `trainStep option maxGradNorm must be a positive number, got ${maxGradNorm}`, maxGradNorm);
     if (!Number.isInteger(microBatches) || microBatches < 1) throw invalid("microBatches", `trainStep option microBatches must be a positive integer, got ${microBatches}`, microBatches);
     const groups = splitBatch(batch, microBatches).map((group) => packBatch(group, this.transformer.config.vocabSize));
-    const graph = { ...this.graph(adapter), checkpoint: options.gradientCheckpointing === true };
+    const graph = { ...this.graph(adapter), checkpoint: options.gradientCheckpointing ?? activationBudget(this.transformer) };
     for (const linear of adapter.linears) {
       linear.gradA.fill(0);
       linear.gradB.fill(0);
@@ -295,6 +295,21 @@ export function trainingGraph(transformer: Transformer, adapter: TrainedAdapter 
     rng: adapter?.rng ?? new Rng(DEFAULT_SEED),
     float64,
   };
+}
+
+/**
+ * The share of the weights' bytes a step keeps as activations when the caller
+ * leaves gradientCheckpointing unset; later blocks are recomputed in the
+ * backward. At the batches training uses, every block's activations come to
+ * more than the weights (twice an F32 base's, five times a Q8_0 one's, for
+ * 1,024 tokens of a SmolLM2-shaped model), so keeping them all would make them
+ * most of a step's memory, while the recomputed forwards are a small part of
+ * a step's time beside the backward (measured in docs/performance.md).
+ */
+const ACTIVATION_SHARE_OF_WEIGHTS = 0.25;
+
+function activationBudget(transformer: Transformer): number {
+  return transformer.weightBytes * ACTIVATION_SHARE_OF_WEIGHTS;
 }
 
 /** The global L2 norm over every adapter gradient (NaN or Infinity when one is not finite). */

@@ -62,11 +62,11 @@ describe("LoRA gradients of tiny random models against finite differences", () =
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("gradient checkpointing gives the same loss and gradients, dropout masks included", async () => {
+  it("gradient checkpointing (all blocks or within a budget) gives the same loss and gradients, dropout masks included", async () => {
     const path = join(dir, "checkpointing.gguf");
     await writeRandomGguf(path, { architecture: "qwen3", seed: 12, ...SMALL, numLayers: 3, headDim: 16 });
     const { transformer, format } = await loadTransformer(path, { kernels: referenceKernels });
-    const run = (checkpoint: boolean) => {
+    const run = (checkpoint: boolean | number) => {
       const adapter = new LoraTrainer(transformer, format).apply({ rank: 2, alpha: 4, targetModules: ALL_MODULES, dropout: 0.3, seed: 4 });
       const fill = new Rng(1);
       for (const linear of adapter.linears) for (let i = 0; i < linear.b.length; i++) linear.b[i] = fill.nextFloat() - 0.5;
@@ -79,6 +79,37 @@ describe("LoRA gradients of tiny random models against finite differences", () =
     assert.equal(recomputed.sum, kept.sum);
     assert.deepEqual(recomputed.grads, kept.grads);
     assert.ok(kept.grads.some((g) => g.some((v) => v !== 0)));
+    // Budgets in bytes that keep the first blocks' activations and recompute the rest.
+    for (const budget of [3_000, 30_000, 300_000]) {
+      const partly = run(budget);
+      assert.equal(partly.sum, kept.sum, `budget ${budget}`);
+      assert.deepEqual(partly.grads, kept.grads, `budget ${budget}`);
+    }
+    await transformer.dispose();
+  });
+
+  it("the head's cross-entropy in chunks of rows gives the loss and gradients of one pass over all rows", async () => {
+    const path = join(dir, "head-chunks.gguf");
+    await writeRandomGguf(path, { architecture: "llama", seed: 13, ...SMALL });
+    const { transformer, format } = await loadTransformer(path, { kernels: referenceKernels });
+    const batch = packBatch(BATCH, transformer.config.vocabSize);
+    const counted = batch.targets.filter((t) => t >= 0).length;
+    const run = (headChunkRows: number) => {
+      const adapter = new LoraTrainer(transformer, format).apply({ rank: 2, alpha: 4, targetModules: ALL_MODULES, seed: 4 });
+      const fill = new Rng(1);
+      for (const linear of adapter.linears) for (let i = 0; i < linear.b.length; i++) linear.b[i] = fill.nextFloat() - 0.5;
+      const graph = { ...trainingGraph(transformer, adapter), headChunkRows };
+      const { sum } = lossAndGradients(graph, batch, true);
+      return { sum, grads: adapter.linears.flatMap((l) => [Array.from(l.gradA), Array.from(l.gradB)]) };
+    };
+    const whole = run(counted);
+    assert.ok(whole.grads.some((g) => g.some((v) => v !== 0)));
+    // One row at a time, and chunks that do not divide the rows (a shorter last chunk).
+    for (const rows of [1, 4]) {
+      const chunked = run(rows);
+      assert.equal(chunked.sum, whole.sum, `chunks of ${rows} rows`);
+      assert.deepEqual(chunked.grads, whole.grads, `chunks of ${rows} rows`);
+    }
     await transformer.dispose();
   });
 

@@ -5,8 +5,11 @@
 
 /**
  * logits [rows, vocab]; targets [rows] (−1: no target, no loss, zero gradient).
- * Returns the summed loss (float64). When dLogits is given it receives
- * (softmax − one-hot) · gradScale, overwriting it.
+ * Returns the summed loss (float64), added row by row to `lossSoFar` so that
+ * rows taken in chunks sum exactly as in one pass. When dLogits is given it receives
+ * (softmax − one-hot) · gradScale, overwriting it; it may be logits itself
+ * (each row is read before its gradient replaces it), which spares a second
+ * buffer the size of the logits.
  */
 export function crossEntropy(
   logits: Float32Array,
@@ -15,8 +18,9 @@ export function crossEntropy(
   vocab: number,
   dLogits?: Float32Array,
   gradScale = 1,
+  lossSoFar = 0,
 ): number {
-  let loss = 0;
+  let loss = lossSoFar;
   for (let r = 0; r < rows; r++) {
     const base = r * vocab;
     const target = targets[r]!;

@@ -8,6 +8,7 @@
 import { GgmlType } from "@infer/formats";
 import type { Kernels, WeightMatrix } from "../../kernels/types.js";
 import { dequantizeMatrixRow, float32View } from "../../kernels/dequant.js";
+import { workspaceOf } from "./buffers.js";
 
 /** out [n, w.rows] = x [n, w.cols] · wᵀ (+ bias [w.rows]). */
 export function frozenLinearForward(kernels: Kernels, out: Float32Array, w: WeightMatrix, x: Float32Array, n: number, bias?: Float32Array): void {
@@ -22,45 +23,23 @@ const FLOAT_BYTES: ReadonlyMap<number, number> = new Map([
   [GgmlType.BF16, 2],
 ]);
 
-/** Transposed copies of float base matrices, made on their first backward and kept while the matrix lives. */
-const transposes = new WeakMap<WeightMatrix, WeightMatrix>();
-
-/**
- * wᵀ [cols, rows] in w's own float encoding (the same values, moved), so the
- * backward's dy · w runs as the kernels' matmul; undefined for block-quantized
- * types, whose rows cannot be transposed without re-encoding them.
- */
-function transposed(w: WeightMatrix): WeightMatrix | undefined {
-  const size = FLOAT_BYTES.get(w.type);
-  if (size === undefined) return undefined;
-  let t = transposes.get(w);
-  if (!t) {
-    const { rows, cols, data } = w;
-    const out = new Uint8Array(data.length);
-    for (let r = 0; r < rows; r++) {
-      for (let c = 0; c < cols; c++) {
-        const from = (r * cols + c) * size;
-        out.set(data.subarray(from, from + size), (c * rows + r) * size);
-      }
-    }
-    t = { type: w.type, rows: cols, cols: rows, data: out };
-    transposes.set(w, t);
-  }
-  return t;
-}
+/** Bytes of wᵀ transposed at a time: the whole transposed matrix never exists. */
+const TRANSPOSE_BLOCK_BYTES = 16 << 20;
 
 /**
  * dx [n, w.cols] += dy [n, w.rows] · w (the gradient of a frozen linear's
- * input). A float base runs on the kernels as wᵀ (a transposed copy, made
- * once: twice an F32 base's bytes while training); a block-quantized one stays
- * as stored, dequantized a row at a time here (QLoRA's memory, not its speed).
+ * input). A float base runs on the kernels as wᵀ, transposed (the same values,
+ * moved) a block of columns at a time into a reused buffer: a copy of the
+ * model's weights would double a float base's memory and overflow the
+ * kernels' 4 GiB for the larger models, and each step's moves are cheap beside
+ * its matmuls. A block-quantized base, whose rows cannot be transposed without
+ * re-encoding them, stays as stored, dequantized a row at a time here
+ * (QLoRA's memory, not its speed).
  */
 export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number, kernels?: Kernels): void {
-  const t = kernels ? transposed(w) : undefined;
-  if (kernels && t) {
-    const product = new (dx.constructor as Float32ArrayConstructor)(n * w.cols);
-    kernels.matmul(product, t, dy, n);
-    for (let i = 0; i < product.length; i++) dx[i] = dx[i]! + product[i]!;
+  const size = FLOAT_BYTES.get(w.type);
+  if (kernels && size !== undefined) {
+    transposedBackward(kernels, dx, w, dy, n, size);
     return;
   }
   const { rows, cols } = w;
@@ -137,4 +116,39 @@ export function denseBackward(
 export function addRows(x: Float32Array, bias: Float32Array, rows: number): void {
   const dim = bias.length;
   for (let r = 0; r < rows; r++) for (let i = 0; i < dim; i++) x[r * dim + i] = x[r * dim + i]! + bias[i]!;
+}
+
+/** frozenLinearBackward over a float base: per block of w's columns, transpose it and run dy · block on the kernels. */
+function transposedBackward(kernels: Kernels, dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number, size: number): void {
+  const { rows, cols } = w;
+  const width = Math.max(1, Math.min(cols, Math.floor(TRANSPOSE_BLOCK_BYTES / (rows * size))));
+  const workspace = workspaceOf(kernels);
+  const block = workspace.bytes("transpose", width * rows * size);
+  // Float64 runs (gradient checks, reference kernels) keep their products in double precision.
+  const product = dx.constructor === Float32Array ? workspace.floats("transpose-product", n * width) : new (dx.constructor as Float32ArrayConstructor)(n * width);
+  for (let from = 0; from < cols; from += width) {
+    const count = Math.min(width, cols - from);
+    transposeColumns(w, size, from, count, block);
+    const t: WeightMatrix = { type: w.type, rows: count, cols: rows, data: block.subarray(0, count * rows * size) };
+    kernels.matmul(product, t, dy, n);
+    for (let b = 0; b < n; b++) {
+      const to = b * cols + from;
+      const at = b * count;
+      for (let j = 0; j < count; j++) dx[to + j] = dx[to + j]! + product[at + j]!;
+    }
+  }
+}
+
+/** out [count, w.rows] = the columns from .. from + count of w, transposed, as elements of `size` bytes. */
+function transposeColumns(w: WeightMatrix, size: number, from: number, count: number, out: Uint8Array): void {
+  const { rows, cols, data } = w;
+  const Elements: Uint32ArrayConstructor | Uint16ArrayConstructor = size === 4 ? Uint32Array : Uint16Array;
+  // Element views need aligned bytes; a weight seen through an odd offset is copied once per call.
+  const source = data.byteOffset % size === 0 ? data : data.slice(0, rows * cols * size);
+  const src = new Elements(source.buffer as ArrayBuffer, source.byteOffset, rows * cols);
+  const dst = new Elements(out.buffer as ArrayBuffer, out.byteOffset, count * rows);
+  for (let r = 0; r < rows; r++) {
+    const at = r * cols + from;
+    for (let j = 0; j < count; j++) dst[j * rows + r] = src[at + j]!;
+  }
 }

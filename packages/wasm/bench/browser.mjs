@@ -107,6 +107,11 @@ function ratios(engines, threads) {
 
 function formatTable(result) {
   const lines = engineRows(result, { title: "cold/warm", value: (e) => (e.coldDecode / e.decode).toFixed(2) });
+  // The prompts are cut to exact counts by our tokenizer; say so when another engine's made others of them.
+  for (const e of result.engines) {
+    const counts = Object.entries(e.tokens ?? {}).filter(([size, p]) => p.tokens !== Number(size));
+    if (counts.length) lines.push(`note: ${e.engine} evaluated ${counts.map(([size, p]) => `${p.tokens} tokens of the ${size}-token prompt`).join(", ")}`);
+  }
   const x = (value) => (Number.isFinite(value) ? `${value.toFixed(2)}x` : "-");
   for (const r of result.ratios) {
     const parts = [];

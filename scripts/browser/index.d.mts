@@ -5,7 +5,7 @@ export declare const REPO_ROOT: string;
 export declare const SHARED_MODELS: string;
 export declare function hasSharedModels(): boolean;
 export declare function findChromium(): string | undefined;
-export declare function launchBrowser(options?: { args?: string[] }): Promise<Browser>;
+export declare function launchBrowser(options?: { args?: string[]; protocolTimeout?: number }): Promise<Browser>;
 export declare function openPage(browser: Browser, url: string): Promise<{ page: Page; logs: string[] }>;
 
 export interface ServedRequest {

@@ -4,8 +4,9 @@
 //
 //   findChromium()            -> path | undefined   $CHROMIUM_PATH, or /usr/bin/chromium (apt-installed
 //                                                   when missing and running as root); undefined: skip
-//   launchBrowser()           -> puppeteer Browser  headless, no sandbox; close it when done; throws
-//                                                   when there is no Chromium (tests fail, not skip)
+//   launchBrowser({ args, protocolTimeout })        headless, no sandbox; close it when done; throws
+//                             -> puppeteer Browser  when there is no Chromium (tests fail, not skip);
+//                                                   protocolTimeout (ms) bounds one page.evaluate
 //   serve({ root, mounts, isolated = true })        static 127.0.0.1 server with COOP/COEP (isolated),
 //                             -> { origin, requests, close() }   HTTP Range, `?cut=N` (see server.mjs)
 //   openPage(browser, url)    -> { page, logs }     a new page at url; logs collects console messages
@@ -26,13 +27,14 @@ export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const SHARED_MODELS = fileURLToPath(new URL("../../../shared/models/", import.meta.url));
 
 /** Headless Chromium through puppeteer-core; throws, saying how to get one, when no Chromium can be found. */
-export async function launchBrowser({ args = [] } = {}) {
+export async function launchBrowser({ args = [], protocolTimeout } = {}) {
   const executablePath = findChromium();
   if (executablePath === undefined) throw new Error("no Chromium: set CHROMIUM_PATH or install Debian's chromium package");
   const { default: puppeteer } = await import("puppeteer-core");
   return puppeteer.launch({
     executablePath,
     headless: true,
+    ...(protocolTimeout === undefined ? {} : { protocolTimeout }),
     args: [
       // Root (CI containers) cannot use Chromium's sandbox, nor can containers without user
       // namespaces; tests load only our own pages.

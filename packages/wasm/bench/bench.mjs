@@ -27,18 +27,15 @@
 // Each model file is read through once before its first measurement, so every
 // engine loads it from the page cache (the first one to touch a cold file would
 // otherwise pay the disk alone; llama.cpp maps the file and would pay it in its first prompt).
-import { spawn } from "node:child_process";
-import { clearTimeout, setTimeout } from "node:timers";
 import { cpus, loadavg } from "node:os";
-import { open, stat } from "node:fs/promises";
+import { stat } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { BENCH_SHAPES, BENCH_TYPES, benchModel, DEFAULT_BENCH_TYPES } from "./bench-models.mjs";
 import { physicalCoreCount } from "../dist/src/kernels/wasm/cores.js";
-import { relaxedSimdSupported } from "../dist/src/kernels/wasm/index.js";
+import { eachArgument, engineRows, measure, positive, summarize, warmPageCache } from "./runs.mjs";
 
 const root = fileURLToPath(new URL("../../../", import.meta.url));
-const measureScript = fileURLToPath(new URL("./measure.mjs", import.meta.url));
 
 function parseArguments(argv) {
   const options = {
@@ -52,13 +49,7 @@ function parseArguments(argv) {
     noWarmUp: false,
     paths: [],
   };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new Error(`${arg} needs a value`);
-      return argv[++i];
-    };
-    const list = () => value().split(",").map((item) => item.trim()).filter(Boolean);
+  eachArgument(argv, (arg, value, list) => {
     if (arg === "--json") options.json = true;
     else if (arg === "--no-llama") options.llama = false;
     else if (arg === "--relaxed") options.relaxed = true;
@@ -70,81 +61,10 @@ function parseArguments(argv) {
     else if (arg === "--types") options.types = list();
     else if (arg.startsWith("--")) throw new Error(`unknown option ${arg}`);
     else options.paths.push(arg);
-  }
+  });
   for (const model of options.models) if (!BENCH_SHAPES[model]) throw new Error(`unknown --models entry ${model}`);
   for (const type of options.types) if (BENCH_TYPES[type] === undefined) throw new Error(`unknown --types entry ${type}`);
   return options;
-}
-
-function positive(name, text) {
-  const number = Number(text);
-  if (!Number.isInteger(number) || number < 1) throw new Error(`${name} must be a positive integer, got ${text}`);
-  return number;
-}
-
-/** Runs measure.mjs in a fresh process; its one JSON line, or an error record. */
-function measure(engine, path, threads, options) {
-  const flags = engine === "ours-relaxed" && !relaxedSimdSupported() ? ["--experimental-wasm-relaxed-simd"] : [];
-  const env = { ...process.env };
-  if (engine === "ours-relaxed") env.INFER_WASM_KERNELS = "wasm-relaxed-simd";
-  else if (engine === "ours" && options.relaxed) env.INFER_WASM_KERNELS = "wasm-simd";
-  return new Promise((resolve) => {
-    const args = [...flags, measureScript, engine, path, String(threads), ...(options.batchSize ? [String(options.batchSize)] : [])];
-    const child = spawn(process.execPath, args, { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (chunk) => (out += chunk));
-    child.stderr.on("data", (chunk) => (err += chunk));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 15 * 60 * 1000);
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      const line = out.trim().split("\n").pop();
-      try {
-        if (code !== 0) throw new Error(`exit ${code}`);
-        resolve(JSON.parse(line));
-      } catch {
-        resolve({ error: `${engine} at ${threads} thread(s) failed (${code}): ${err.trim().split("\n").slice(-3).join(" | ")}` });
-      }
-    });
-  });
-}
-
-const median = (values) => {
-  const sorted = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
-  if (sorted.length === 0) return NaN;
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-};
-
-/** Per-field medians of successful runs. */
-function summarize(runs) {
-  const ok = runs.filter((run) => !run.error);
-  if (ok.length === 0) return { error: runs[0]?.error ?? "no runs" };
-  const pick = (get) => median(ok.map(get));
-  return {
-    engine: ok[0].engine,
-    threads: ok[0].threads,
-    runs: ok.length,
-    loadMs: pick((r) => r.loadMs),
-    ttftMs: pick((r) => r.ttftMs),
-    prefill128: pick((r) => r.prefill[128].tokensPerSec),
-    prefill512: pick((r) => r.prefill[512].tokensPerSec),
-    decode: pick((r) => r.decode.tokensPerSec),
-    coldDecode: pick((r) => r.coldDecode.tokensPerSec),
-    peakRssBytes: pick((r) => r.peakRssBytes),
-    modelBytes: ok[0].modelBytes,
-  };
-}
-
-/** Reads the file through once, so that it sits in the page cache. */
-async function warmPageCache(path) {
-  const file = await open(path, "r");
-  try {
-    const chunk = Buffer.allocUnsafe(64 * 2 ** 20);
-    while ((await file.read(chunk, 0, chunk.length, null)).bytesRead > 0);
-  } finally {
-    await file.close();
-  }
 }
 
 async function benchOne(label, path, options) {
@@ -189,21 +109,7 @@ function ratios(engines) {
 }
 
 function formatTable(result) {
-  const mib = (bytes) => (bytes / 2 ** 20).toFixed(0);
-  const lines = [
-    `\n${result.model}  (${mib(result.fileBytes)} MiB file; load average ${result.loadAverage.map((v) => v.toFixed(1)).join(" -> ")})`,
-    "engine                   load ms   TTFT ms  prefill128 t/s  prefill512 t/s  decode t/s  cold decode t/s  peak RSS MiB",
-  ];
-  for (const e of result.engines) {
-    if (e.error) {
-      lines.push(`  ${e.error}`);
-      continue;
-    }
-    lines.push(
-      `${e.engine.padEnd(24)} ${e.loadMs.toFixed(0).padStart(7)} ${e.ttftMs.toFixed(0).padStart(9)} ${e.prefill128.toFixed(1).padStart(15)} ` +
-        `${e.prefill512.toFixed(1).padStart(15)} ${e.decode.toFixed(1).padStart(11)} ${e.coldDecode.toFixed(1).padStart(16)} ${mib(e.peakRssBytes).padStart(13)}`,
-    );
-  }
+  const lines = engineRows(result, { title: "peak RSS MiB", value: (e) => (e.peakRssBytes / 2 ** 20).toFixed(0) });
   const r = result.ratios;
   if (r) {
     lines.push(

@@ -12,6 +12,7 @@ import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ5_K, decodeQ6_K, decodeQ8_
 export { activationQuantBytes, activationScaleBytes, quantizeActivations } from "./quantize";
 export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
 export { gatedActivation } from "./activation";
+export { trainAttentionBackward, trainAttentionForward, trainAttentionScratchBytes } from "./train-attention";
 export { addRepeated, argmax, rmsNorm, rope } from "./elementwise";
 import { decodeGroupRowFiveBits, decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ5_1Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
 import { dotPackedRowsF32x2, dotPackedTile, dotPackedTile8, EIGHT_TOKEN_PASS_FROM, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";

@@ -92,6 +92,8 @@ export interface Kernels {
   readonly argmax?: (values: Float32Array) => number;
   /** Causal attention over the KV cache; the engine uses the reference attention when absent. */
   attention?: AttentionKernel;
+  /** Training's attention forward and backward; training uses its TypeScript reference (src/train/ops/attention.ts) when absent. */
+  trainingAttention?: TrainingAttentionKernel;
   /**
    * Memory the kernels read in place (the WebAssembly kernels' shared memory).
    * A loader that copies each weight into a view from here once, at load time,
@@ -161,3 +163,56 @@ export type AttentionKernel = (
   values: KVBuffer,
   params: AttentionParams,
 ) => void;
+
+/**
+ * Causal self-attention with grouped-query heads over packed sequences, as
+ * training runs it. Layouts: q and the output [tokens, numHeads, headDim]; k and v
+ * [tokens, numKVHeads, headDim]; query head h reads KV head
+ * floor(h / (numHeads / numKVHeads)). Token t sees tokens first(t) .. t, where
+ * first(t) is its sequence's first token (`sequenceStart[t]`), or later under a window.
+ */
+export interface TrainingAttentionShape {
+  tokens: number;
+  numHeads: number;
+  numKVHeads: number;
+  headDim: number;
+  /** [tokens] index of the first token of each token's sequence; a sequence's tokens are consecutive. */
+  sequenceStart: Int32Array;
+  /** Multiplier on q·k. */
+  scale: number;
+  /** Sliding window in tokens; 0 = the whole sequence so far. */
+  window: number;
+}
+
+/**
+ * Training's attention without the softmax weights kept: the forward saves one
+ * log Σ exp(score) per query row, from which the backward recomputes them.
+ */
+export interface TrainingAttentionKernel {
+  /** Whether these kernels run this shape (else the caller uses the reference). */
+  supports(shape: TrainingAttentionShape): boolean;
+  /** out [tokens, numHeads * headDim]; logSumExp [tokens, numHeads] receives each query row's log Σ_j exp(scale q·k_j). */
+  forward(out: Float32Array, logSumExp: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, shape: TrainingAttentionShape): void;
+  /** dq, dk, dv += the gradients given dOut, the forward's inputs and its logSumExp. */
+  backward(
+    dq: Float32Array,
+    dk: Float32Array,
+    dv: Float32Array,
+    dOut: Float32Array,
+    logSumExp: Float32Array,
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    shape: TrainingAttentionShape,
+  ): void;
+}
+
+/** [tokens] the first token each query of a training attention sees: its sequence's first, or later under a window. */
+export function firstVisible(shape: TrainingAttentionShape): Int32Array {
+  const first = new Int32Array(shape.tokens);
+  for (let t = 0; t < shape.tokens; t++) {
+    const start = shape.sequenceStart[t]!;
+    first[t] = shape.window > 0 ? Math.max(start, t - shape.window + 1) : start;
+  }
+  return first;
+}

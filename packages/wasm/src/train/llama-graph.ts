@@ -11,7 +11,7 @@ import { applyRope } from "../kernels/ops.js";
 import type { ModelConfig } from "../engine/config.js";
 import type { LlamaBlockWeights } from "../engine/block-weights.js";
 import type { LoadedModel } from "../engine/transformer.js";
-import { attentionBackward, attentionForward, type AttentionShape, type AttentionWeights } from "./ops/attention.js";
+import { attentionBackward, attentionForward, type AttentionSaved, type AttentionShape } from "./ops/attention.js";
 import { crossEntropy } from "./ops/cross-entropy.js";
 import { gatedBackward, gatedForward } from "./ops/gated-activation.js";
 import { frozenLinearBackward, frozenLinearForward } from "./ops/linear.js";
@@ -71,7 +71,7 @@ interface BlockTape {
   q: Float32Array;
   k: Float32Array;
   v: Float32Array;
-  weights: AttentionWeights;
+  weights: AttentionSaved;
   attended: Float32Array;
   /** The attention's output projection and its post-norm's 1 / rms (Gemma 3's post-norm only). */
   o?: Float32Array;
@@ -209,7 +209,7 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   applyRope(q, n, numHeads, headDim, batch.positions, frequencies, ropeMode);
   applyRope(k, n, numKVHeads, headDim, batch.positions, frequencies, ropeMode);
   const attended = like(x, n * numHeads * headDim);
-  const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch));
+  const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch), graph.kernels);
   const o = linearForward(graph, i, "o", block.o, attended, n, rng, block.oBias);
   const post = postNorm(o, block.postAttentionNorm, config, n);
   const x1 = like(x, n * hidden);
@@ -298,7 +298,7 @@ function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights
   const dq = like(dOut, tape.q.length);
   const dk = like(dOut, tape.k.length);
   const dv = like(dOut, tape.v.length);
-  attentionBackward(dq, dk, dv, dAttended, tape.q, tape.k, tape.v, tape.weights, attentionShape(graph, i, batch));
+  attentionBackward(dq, dk, dv, dAttended, tape.q, tape.k, tape.v, tape.weights, attentionShape(graph, i, batch), graph.kernels);
   ropeBackward(dq, n, numHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
   ropeBackward(dk, n, numKVHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
   const dqRaw = block.qNorm ? headNormBackward(dq, tape.qRaw!, block.qNorm, tape.invQ!, n * numHeads, headDim, normUnitOffset) : dq;

@@ -1,0 +1,90 @@
+/**
+ * The training ops' fast paths (WebAssembly SIMD kernels on the worker pool)
+ * against their TypeScript references at 1 to 4 threads, on shapes that leave
+ * partial SIMD vectors and uneven thread shares.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createWasmKernels } from "../../src/kernels/wasm/index.js";
+import type { Kernels } from "../../src/kernels/types.js";
+import { attentionBackward, attentionForward, referenceAttentionBackward, referenceAttentionForward, type AttentionShape } from "../../src/train/ops/attention.js";
+import { random } from "../kernels/helpers.js";
+import { randomValues, relativeError } from "./gradcheck.js";
+
+const THREADS = [1, 2, 3, 4];
+let pools: Kernels[] = [];
+
+before(async () => {
+  pools = await Promise.all(THREADS.map((threads) => createWasmKernels({ threads, minBytesPerThread: 0 })));
+});
+after(async () => {
+  await Promise.all(pools.map((k) => k.dispose?.()));
+});
+
+function assertClose(name: string, got: ArrayLike<number>, expected: ArrayLike<number>, bound: number): void {
+  const error = relativeError(got, expected);
+  assert.ok(error < bound, `${name}: relative error ${error.toExponential(2)} >= ${bound}`);
+}
+
+/** Token t's sequence start, for consecutive sequences of these lengths. */
+function packed(lengths: number[]): Int32Array {
+  const starts: number[] = [];
+  let start = 0;
+  for (const length of lengths) {
+    for (let i = 0; i < length; i++) starts.push(start);
+    start += length;
+  }
+  return Int32Array.from(starts);
+}
+
+describe("training attention on the WebAssembly kernels equals the TypeScript reference", () => {
+  const cases: { name: string; shape: AttentionShape }[] = [
+    { name: "three sequences, grouped heads of 12", shape: { tokens: 112, numHeads: 6, numKVHeads: 2, headDim: 12, sequenceStart: packed([37, 5, 70]), scale: 0.29, window: 0 } },
+    { name: "one sequence, a window of 9, heads of 16", shape: { tokens: 41, numHeads: 4, numKVHeads: 4, headDim: 16, sequenceStart: packed([41]), scale: 0.25, window: 9 } },
+    { name: "single-token sequences, one KV head of 64", shape: { tokens: 3, numHeads: 3, numKVHeads: 1, headDim: 64, sequenceStart: packed([1, 1, 1]), scale: 0.125, window: 0 } },
+  ];
+  for (const { name, shape } of cases) {
+    it(`${name}: forward output and dq, dk, dv at 1 to 4 threads`, () => {
+      const next = random(7 + shape.tokens);
+      const width = shape.numHeads * shape.headDim;
+      const kvWidth = shape.numKVHeads * shape.headDim;
+      const f32 = (count: number, scale = 1) => randomValues(count, next, scale, false) as Float32Array;
+      const q = f32(shape.tokens * width, 2);
+      const k = f32(shape.tokens * kvWidth, 2);
+      const v = f32(shape.tokens * kvWidth);
+      const dOut = f32(shape.tokens * width);
+      // Gradients are added to what the buffers hold.
+      const dq0 = f32(q.length);
+      const dk0 = f32(k.length);
+      const dv0 = f32(v.length);
+      const expectedOut = new Float32Array(q.length);
+      const saved = referenceAttentionForward(expectedOut, q, k, v, shape);
+      const [dq, dk, dv] = [dq0.slice(), dk0.slice(), dv0.slice()];
+      referenceAttentionBackward(dq, dk, dv, dOut, q, k, v, saved, shape);
+      pools.forEach((kernels, i) => {
+        const label = `${name}, ${THREADS[i]} threads`;
+        const out = new Float32Array(q.length);
+        const fast = attentionForward(out, q, k, v, shape, kernels);
+        assert.ok("logSumExp" in fast, `${label}: the kernels ran the forward`);
+        assertClose(`${label}: out`, out, expectedOut, 1e-6);
+        const grads = [dq0.slice(), dk0.slice(), dv0.slice()] as const;
+        attentionBackward(...grads, dOut, q, k, v, fast, shape, kernels);
+        assertClose(`${label}: dq`, grads[0], dq, 1e-6);
+        assertClose(`${label}: dk`, grads[1], dk, 1e-6);
+        assertClose(`${label}: dv`, grads[2], dv, 1e-6);
+      });
+    });
+  }
+
+  it("heads whose size is not a multiple of 4, and float64 buffers, run the reference", () => {
+    const shape: AttentionShape = { tokens: 4, numHeads: 2, numKVHeads: 1, headDim: 3, sequenceStart: packed([4]), scale: 0.5, window: 0 };
+    const next = random(3);
+    const q = randomValues(24, next, 1, false) as Float32Array;
+    const k = randomValues(12, next, 1, false) as Float32Array;
+    assert.ok("weights" in attentionForward(new Float32Array(24), q, k, k, shape, pools[1]));
+    const wide = { ...shape, headDim: 4 };
+    const q64 = randomValues(32, next) as unknown as Float32Array;
+    const k64 = randomValues(16, next) as unknown as Float32Array;
+    assert.ok("weights" in attentionForward(new Float64Array(32) as unknown as Float32Array, q64, k64, k64, wide, pools[1]));
+  });
+});

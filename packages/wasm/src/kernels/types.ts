@@ -72,6 +72,12 @@ export interface Kernels {
    */
   matmulGated?(out: Float32Array, gate: WeightMatrix, up: WeightMatrix, x: Float32Array, batch: number, activation: Activation): void;
   /**
+   * out [batch, rows] = x [batch, cols] · wᵀ for a dense float32 w [rows, cols]
+   * whose values change between calls (trained parameters, gradients): read as
+   * they are on each call, never kept like a weight. Absent: the caller computes it.
+   */
+  matmulDense?(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, batch: number): void;
+  /**
    * A matrix as these kernels compute fastest with it, made once at load:
    * either `w` itself or the same values in a layout of the kernels' own (the
    * WebAssembly kernels interleave Q4_0, Q8_0, Q5_0 and Q5_1 rows by four: KernelLayout.Q4_0_X4). Bytes

@@ -162,13 +162,13 @@ function isTape(saved: BlockTape | Float32Array): saved is BlockTape {
 function linearForward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, x: Float32Array, n: number, rng: Rng, bias?: Float32Array): Float32Array {
   const out = like(x, n * w.rows);
   frozenLinearForward(graph.kernels, out, w, x, n, bias);
-  graph.adapters[i]?.[name]?.forward(out, x, n, graph.dropout, rng);
+  graph.adapters[i]?.[name]?.forward(out, x, n, graph.dropout, rng, graph.kernels);
   return out;
 }
 
 function linearBackward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, dx: Float32Array, dy: Float32Array, n: number): void {
   frozenLinearBackward(dx, w, dy, n, graph.kernels);
-  graph.adapters[i]?.[name]?.backward(dx, dy, n);
+  graph.adapters[i]?.[name]?.backward(dx, dy, n, graph.kernels);
 }
 
 function attentionShape(graph: TrainingGraph, i: number, batch: PackedBatch): AttentionShape {

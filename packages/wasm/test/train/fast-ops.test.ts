@@ -7,6 +7,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import type { Kernels } from "../../src/kernels/types.js";
+import { denseBackward, denseForward } from "../../src/train/ops/linear.js";
 import { attentionBackward, attentionForward, referenceAttentionBackward, referenceAttentionForward, type AttentionShape } from "../../src/train/ops/attention.js";
 import { random } from "../kernels/helpers.js";
 import { randomValues, relativeError } from "./gradcheck.js";
@@ -87,4 +88,39 @@ describe("training attention on the WebAssembly kernels equals the TypeScript re
     const k64 = randomValues(16, next) as unknown as Float32Array;
     assert.ok("weights" in attentionForward(new Float64Array(32) as unknown as Float32Array, q64, k64, k64, wide, pools[1]));
   });
+});
+
+describe("LoRA's dense matmuls on the WebAssembly kernels equal the TypeScript reference", () => {
+  // LoRA's shapes (rank rows of A, rank columns of B), and odd sizes that leave partial tiles.
+  for (const [rows, cols, n] of [[8, 96, 37], [96, 8, 37], [5, 13, 3]] as const) {
+    it(`[${rows}, ${cols}] over ${n} rows: forward, weight and input gradients at 1 to 4 threads`, () => {
+      const next = random(rows * 1000 + cols);
+      const f32 = (count: number) => randomValues(count, next, 1, false) as Float32Array;
+      const w = f32(rows * cols);
+      const x = f32(n * cols);
+      const dy = f32(n * rows);
+      const dw0 = f32(w.length);
+      const dx0 = f32(x.length);
+      const expectedOut = new Float32Array(n * rows);
+      denseForward(expectedOut, w, rows, cols, x, n);
+      const [dw, dx] = [dw0.slice(), dx0.slice()];
+      denseBackward(dw, dx, w, rows, cols, x, dy, n);
+      pools.forEach((kernels, i) => {
+        const label = `${THREADS[i]} threads`;
+        const out = new Float32Array(n * rows).fill(NaN);
+        denseForward(out, w, rows, cols, x, n, kernels);
+        assertClose(`${label}: out`, out, expectedOut, 1e-6);
+        const [gotW, gotX] = [dw0.slice(), dx0.slice()];
+        denseBackward(gotW, gotX, w, rows, cols, x, dy, n, kernels);
+        assertClose(`${label}: dw`, gotW, dw, 1e-6);
+        assertClose(`${label}: dx`, gotX, dx, 1e-6);
+        // The same array changed in place is read afresh (the optimizer updates the adapters so).
+        const saved = w.slice();
+        for (let j = 0; j < w.length; j++) w[j] = -2 * w[j]!;
+        denseForward(out, w, rows, cols, x, n, kernels);
+        w.set(saved);
+        assertClose(`${label}: out after w changed`, out, expectedOut.map((value) => -2 * value), 1e-6);
+      });
+    });
+  }
 });

@@ -185,6 +185,10 @@ class WasmKernels implements Kernels {
     this.matmuls.matmul(out, w, x, batch);
   }
 
+  matmulDense(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, batch: number): void {
+    this.matmuls.matmulDense(out, w, rows, cols, x, batch);
+  }
+
   matmulMany(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number): void {
     this.matmuls.matmulMany(outs, ws, x, batch);
   }

@@ -4,16 +4,6 @@ import { silu, type Activation } from "../../kernels/ops.js";
 const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
 const GELU_CUBIC = 0.044715;
 
-/** d act(x) / dx. */
-function activationSlope(x: number, activation: Activation): number {
-  if (activation === "silu") {
-    const s = 1 / (1 + Math.exp(-x));
-    return s * (1 + x * (1 - s));
-  }
-  const t = Math.tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x));
-  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * GELU_CUBIC * x * x);
-}
-
 function activate(x: number, activation: Activation): number {
   if (activation === "silu") return silu(x);
   return 0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)));
@@ -23,7 +13,11 @@ export function gatedForward(out: Float32Array, gate: Float32Array, up: Float32A
   for (let i = 0; i < count; i++) out[i] = activate(gate[i]!, activation) * up[i]!;
 }
 
-/** dGate += dOut · up · act'(gate); dUp += dOut · act(gate). */
+/**
+ * dGate += dOut · up · act'(gate); dUp += dOut · act(gate). Each element's
+ * activation and slope share one exponential (or tanh): this runs over every
+ * element of the MLP's width for every token.
+ */
 export function gatedBackward(
   dGate: Float32Array,
   dUp: Float32Array,
@@ -33,9 +27,20 @@ export function gatedBackward(
   count: number,
   activation: Activation,
 ): void {
+  if (activation === "silu") {
+    for (let i = 0; i < count; i++) {
+      const g = gate[i]!;
+      const s = 1 / (1 + Math.exp(-g));
+      dGate[i] = dGate[i]! + dOut[i]! * up[i]! * s * (1 + g * (1 - s));
+      dUp[i] = dUp[i]! + dOut[i]! * g * s;
+    }
+    return;
+  }
   for (let i = 0; i < count; i++) {
     const g = gate[i]!;
-    dGate[i] = dGate[i]! + dOut[i]! * up[i]! * activationSlope(g, activation);
-    dUp[i] = dUp[i]! + dOut[i]! * activate(g, activation);
+    const t = Math.tanh(SQRT_2_OVER_PI * (g + GELU_CUBIC * g * g * g));
+    const slope = 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * GELU_CUBIC * g * g);
+    dGate[i] = dGate[i]! + dOut[i]! * up[i]! * slope;
+    dUp[i] = dUp[i]! + dOut[i]! * 0.5 * g * (1 + t);
   }
 }

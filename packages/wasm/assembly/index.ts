@@ -11,7 +11,7 @@ import { decodeLegacy, dotLegacy, Q4_1, Q5_0, Q5_1 } from "./legacy";
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ5_K, decodeQ6_K, decodeQ8_0 } from "./decode";
 export { activationQuantBytes, activationScaleBytes, quantizeActivations } from "./quantize";
 export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
-export { gatedActivation } from "./activation";
+export { gatedActivation, gatedBackward } from "./activation";
 export { trainAttentionBackward, trainAttentionForward, trainAttentionScratchBytes } from "./train-attention";
 export { addRepeated, argmax, rmsNorm, rope } from "./elementwise";
 import { decodeGroupRowFiveBits, decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ5_1Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";

@@ -101,6 +101,12 @@ export interface Kernels {
   /** Training's attention forward and backward; training uses its TypeScript reference (src/train/ops/attention.ts) when absent. */
   trainingAttention?: TrainingAttentionKernel;
   /**
+   * Training's backward of the gated MLP's middle (out = act(gate) · up):
+   * dGate += dOut · up · act'(gate), dUp += dOut · act(gate) over `count`
+   * elements. Training uses its TypeScript reference (src/train/ops/gated-activation.ts) when absent.
+   */
+  gatedBackward?(dGate: Float32Array, dUp: Float32Array, dOut: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void;
+  /**
    * Memory the kernels read in place (the WebAssembly kernels' shared memory).
    * A loader that copies each weight into a view from here once, at load time,
    * spares the kernels a copy of their own; x and out views from here skip

@@ -284,7 +284,7 @@ function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights
   linearBackward(graph, i, "down", block.down, dMixed, dDown, n);
   const dGate = like(dOut, tape.gate.length);
   const dUp = like(dOut, tape.up.length);
-  gatedBackward(dGate, dUp, dMixed, tape.gate, tape.up, tape.gate.length, config.activation);
+  gatedBackward(dGate, dUp, dMixed, tape.gate, tape.up, tape.gate.length, config.activation, graph.kernels);
   const dH2 = like(dOut, n * hidden);
   linearBackward(graph, i, "gate", block.gate, dH2, dGate, n);
   linearBackward(graph, i, "up", block.up, dH2, dUp, n);

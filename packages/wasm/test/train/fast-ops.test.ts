@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import type { Kernels } from "../../src/kernels/types.js";
 import { denseBackward, denseForward } from "../../src/train/ops/linear.js";
+import { gatedBackward } from "../../src/train/ops/gated-activation.js";
 import { attentionBackward, attentionForward, referenceAttentionBackward, referenceAttentionForward, type AttentionShape } from "../../src/train/ops/attention.js";
 import { random } from "../kernels/helpers.js";
 import { randomValues, relativeError } from "./gradcheck.js";
@@ -121,6 +122,29 @@ describe("LoRA's dense matmuls on the WebAssembly kernels equal the TypeScript r
         w.set(saved);
         assertClose(`${label}: out after w changed`, out, expectedOut.map((value) => -2 * value), 1e-6);
       });
+    });
+  }
+});
+
+describe("the gated MLP's backward on the WebAssembly kernels equals the TypeScript reference", () => {
+  for (const activation of ["silu", "gelu_tanh"] as const) {
+    it(`${activation}, a partial last vector, large gates of both signs`, () => {
+      const next = random(activation.length);
+      const count = 4099;
+      const f32 = (scale: number) => randomValues(count, next, scale, false) as Float32Array;
+      const gate = f32(12);
+      const up = f32(1);
+      const dOut = f32(1);
+      const dGate0 = f32(1);
+      const dUp0 = f32(1);
+      const [dGate, dUp] = [dGate0.slice(), dUp0.slice()];
+      gatedBackward(dGate, dUp, dOut, gate, up, count, activation);
+      for (const kernels of pools) {
+        const [gotGate, gotUp] = [dGate0.slice(), dUp0.slice()];
+        gatedBackward(gotGate, gotUp, dOut, gate, up, count, activation, kernels);
+        assertClose(`${activation} dGate`, gotGate, dGate, 1e-6);
+        assertClose(`${activation} dUp`, gotUp, dUp, 1e-6);
+      }
     });
   }
 });

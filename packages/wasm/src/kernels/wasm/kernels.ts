@@ -179,6 +179,7 @@ class WasmKernels implements Kernels {
     this.addInPlace = this.elementwise.addInPlace;
     this.addBias = this.elementwise.addBias;
     this.argmax = this.elementwise.argmax;
+    this.gatedBackward = this.elementwise.gatedBackward;
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -207,6 +208,7 @@ class WasmKernels implements Kernels {
   readonly rope: typeof applyRope;
   readonly addInPlace: typeof addInPlace;
   readonly addBias: typeof addBias;
+  readonly gatedBackward: NonNullable<Kernels["gatedBackward"]>;
 
   readonly trainingAttention: TrainingAttentionKernel;
 

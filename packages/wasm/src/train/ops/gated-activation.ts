@@ -1,5 +1,6 @@
 /** The gated MLP's middle, out = act(gate) · up, and its backward (SiLU and tanh-GELU). */
 import { silu, type Activation } from "../../kernels/ops.js";
+import type { Kernels } from "../../kernels/types.js";
 
 const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
 const GELU_CUBIC = 0.044715;
@@ -14,9 +15,10 @@ export function gatedForward(out: Float32Array, gate: Float32Array, up: Float32A
 }
 
 /**
- * dGate += dOut · up · act'(gate); dUp += dOut · act(gate). Each element's
- * activation and slope share one exponential (or tanh): this runs over every
- * element of the MLP's width for every token.
+ * dGate += dOut · up · act'(gate); dUp += dOut · act(gate): on the kernels'
+ * gatedBackward where they have one (float32 buffers), else the float64
+ * reference here, where each element's activation and slope share one
+ * exponential (or tanh).
  */
 export function gatedBackward(
   dGate: Float32Array,
@@ -26,7 +28,12 @@ export function gatedBackward(
   up: Float32Array,
   count: number,
   activation: Activation,
+  kernels?: Kernels,
 ): void {
+  if (kernels?.gatedBackward && gate instanceof Float32Array) {
+    kernels.gatedBackward(dGate, dUp, dOut, gate, up, count, activation);
+    return;
+  }
   if (activation === "silu") {
     for (let i = 0; i < count; i++) {
       const g = gate[i]!;

@@ -106,6 +106,8 @@ export interface Kernels {
    * elements. Training uses its TypeScript reference (src/train/ops/gated-activation.ts) when absent.
    */
   gatedBackward?(dGate: Float32Array, dUp: Float32Array, dOut: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void;
+  /** Training's forward of the same: out = act(gate) · up over `count` elements (the reference: src/train/ops/gated-activation.ts). */
+  gatedForward?(out: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void;
   /**
    * Memory the kernels read in place (the WebAssembly kernels' shared memory).
    * A loader that copies each weight into a view from here once, at load time,

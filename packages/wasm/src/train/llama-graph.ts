@@ -219,7 +219,7 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   const gate = linearForward(graph, i, "gate", block.gate, h2, n, rng);
   const up = linearForward(graph, i, "up", block.up, h2, n, rng);
   const mixed = like(x, gate.length);
-  gatedForward(mixed, gate, up, gate.length, config.activation);
+  gatedForward(mixed, gate, up, gate.length, config.activation, graph.kernels);
   return {
     x,
     h1,

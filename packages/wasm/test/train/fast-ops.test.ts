@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import type { Kernels } from "../../src/kernels/types.js";
 import { denseBackward, denseForward } from "../../src/train/ops/linear.js";
-import { gatedBackward } from "../../src/train/ops/gated-activation.js";
+import { gatedBackward, gatedForward } from "../../src/train/ops/gated-activation.js";
 import { attentionBackward, attentionForward, referenceAttentionBackward, referenceAttentionForward, type AttentionShape } from "../../src/train/ops/attention.js";
 import { random } from "../kernels/helpers.js";
 import { randomValues, relativeError } from "./gradcheck.js";
@@ -126,7 +126,7 @@ describe("LoRA's dense matmuls on the WebAssembly kernels equal the TypeScript r
   }
 });
 
-describe("the gated MLP's backward on the WebAssembly kernels equals the TypeScript reference", () => {
+describe("the gated MLP's forward and backward on the WebAssembly kernels equal the TypeScript reference", () => {
   for (const activation of ["silu", "gelu_tanh"] as const) {
     it(`${activation}, a partial last vector, large gates of both signs`, () => {
       const next = random(activation.length);
@@ -139,7 +139,12 @@ describe("the gated MLP's backward on the WebAssembly kernels equals the TypeScr
       const dUp0 = f32(1);
       const [dGate, dUp] = [dGate0.slice(), dUp0.slice()];
       gatedBackward(dGate, dUp, dOut, gate, up, count, activation);
+      const mixed = new Float32Array(count);
+      gatedForward(mixed, gate, up, count, activation);
       for (const kernels of pools) {
+        const got = new Float32Array(count).fill(NaN);
+        gatedForward(got, gate, up, count, activation, kernels);
+        assertClose(`${activation} forward`, got, mixed, 1e-6);
         const [gotGate, gotUp] = [dGate0.slice(), dUp0.slice()];
         gatedBackward(gotGate, gotUp, dOut, gate, up, count, activation, kernels);
         assertClose(`${activation} dGate`, gotGate, dGate, 1e-6);

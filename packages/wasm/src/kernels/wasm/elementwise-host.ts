@@ -82,6 +82,17 @@ export class ElementwiseHost {
     this.ctx.copyOut(dUp, dUpAt, count);
   };
 
+  /** Kernels.gatedForward on the calling thread (assembly/activation.ts's gatedActivation over one row of `count`). */
+  readonly gatedForward = (out: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void => {
+    checkCount("gatedForward", count);
+    if (out.length < count || gate.length < count || up.length < count) throw new InferenceError("INTERNAL", `gatedForward: buffers shorter than ${count}`);
+    if (activation !== "silu" && activation !== "gelu_tanh") throw new InferenceError("INTERNAL", `gatedForward: unknown activation ${String(activation)}`);
+    this.ctx.checkOpen();
+    const [outAt, gateAt, upAt] = [out, gate, up].map((values, i) => this.ctx.floatsIn(values, count, this.gatedStages[i]!)) as [number, number, number];
+    this.ctx.exports.gatedActivation(outAt, gateAt, upAt, count, 1, 0, count, activation === "silu" ? 0 : 1, 0);
+    this.ctx.copyOut(out, outAt, count);
+  };
+
   /** @infer/core's argmax (the same index: the first of the largest, NaNs skipped) over logits in the arena. */
   readonly argmax = (values: Float32Array): number => {
     const at = this.ctx.arena.addressOf(values);

@@ -180,6 +180,7 @@ class WasmKernels implements Kernels {
     this.addBias = this.elementwise.addBias;
     this.argmax = this.elementwise.argmax;
     this.gatedBackward = this.elementwise.gatedBackward;
+    this.gatedForward = this.elementwise.gatedForward;
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -209,6 +210,7 @@ class WasmKernels implements Kernels {
   readonly addInPlace: typeof addInPlace;
   readonly addBias: typeof addBias;
   readonly gatedBackward: NonNullable<Kernels["gatedBackward"]>;
+  readonly gatedForward: NonNullable<Kernels["gatedForward"]>;
 
   readonly trainingAttention: TrainingAttentionKernel;
 

@@ -10,7 +10,12 @@ function activate(x: number, activation: Activation): number {
   return 0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)));
 }
 
-export function gatedForward(out: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void {
+/** out = act(gate) · up: on the kernels' gatedForward where they have one (float32 buffers), else here in float64. */
+export function gatedForward(out: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation, kernels?: Kernels): void {
+  if (kernels?.gatedForward && gate instanceof Float32Array) {
+    kernels.gatedForward(out, gate, up, count, activation);
+    return;
+  }
   for (let i = 0; i < count; i++) out[i] = activate(gate[i]!, activation) * up[i]!;
 }
 

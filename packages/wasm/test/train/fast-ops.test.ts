@@ -7,7 +7,8 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import type { Kernels } from "../../src/kernels/types.js";
-import { denseBackward, denseForward } from "../../src/train/ops/linear.js";
+import { denseBackward, denseForward, frozenLinearBackward } from "../../src/train/ops/linear.js";
+import { GgmlType } from "@infer/formats";
 import { gatedBackward, gatedForward } from "../../src/train/ops/gated-activation.js";
 import { attentionBackward, attentionForward, referenceAttentionBackward, referenceAttentionForward, type AttentionShape } from "../../src/train/ops/attention.js";
 import { random } from "../kernels/helpers.js";
@@ -153,3 +154,38 @@ describe("the gated MLP's forward and backward on the WebAssembly kernels equal 
     });
   }
 });
+
+describe("a frozen float base's input gradient on the WebAssembly kernels equals the TypeScript reference", () => {
+  // An F16 view at an odd offset: the transposed copy reads its halves through an aligned copy.
+  for (const [type, offset] of [[GgmlType.F32, 0], [GgmlType.F16, 0], [GgmlType.F16, 1]] as const) {
+    it(`${GgmlType[type]} base starting ${offset} bytes into its buffer, 1 to 4 threads`, () => {
+      const next = random(50 + type + offset);
+      const [rows, cols, n] = [13, 40, 9];
+      // Multiples of 1/8 below 16 in magnitude: exact in both encodings.
+      const values = Float32Array.from(randomValues(rows * cols, next), (v) => Math.round(v * 16) / 8);
+      const bytes = type === GgmlType.F32 ? new Uint8Array(values.buffer) : new Uint8Array(Uint16Array.from(values, halfBits).buffer);
+      const shifted = new Uint8Array(bytes.length + offset);
+      shifted.set(bytes, offset);
+      const w = { type, rows, cols, data: shifted.subarray(offset) };
+      const dy = randomValues(n * rows, next, 1, false) as Float32Array;
+      const dx0 = randomValues(n * cols, next, 1, false) as Float32Array;
+      const expected = dx0.slice();
+      frozenLinearBackward(expected, w, dy, n);
+      for (const kernels of pools) {
+        const got = dx0.slice();
+        frozenLinearBackward(got, w, dy, n, kernels);
+        assertClose(`${GgmlType[type]} dx`, got, expected, 1e-6);
+      }
+    });
+  }
+});
+
+/** The f16 bits of v, a multiple of 1/8 below 16 in magnitude (so exact). */
+function halfBits(v: number): number {
+  if (v === 0) return 0;
+  const sign = v < 0 ? 0x8000 : 0;
+  const a = Math.abs(v);
+  const exponent = Math.floor(Math.log2(a));
+  const mantissa = Math.round((a / 2 ** exponent - 1) * 1024);
+  return sign | ((exponent + 15) << 10) | mantissa;
+}

@@ -36,14 +36,16 @@ function transposed(w: WeightMatrix): WeightMatrix | undefined {
   let t = transposes.get(w);
   if (!t) {
     const { rows, cols, data } = w;
-    const out = new Uint8Array(data.length);
+    // Elements moved as integers of their size (the same bits), from an aligned copy where the view is not aligned.
+    const source = data.byteOffset % size === 0 ? data : data.slice(0, rows * cols * size);
+    const count = rows * cols;
+    const from = size === 4 ? new Uint32Array(source.buffer, source.byteOffset, count) : new Uint16Array(source.buffer, source.byteOffset, count);
+    const to = size === 4 ? new Uint32Array(count) : new Uint16Array(count);
     for (let r = 0; r < rows; r++) {
-      for (let c = 0; c < cols; c++) {
-        const from = (r * cols + c) * size;
-        out.set(data.subarray(from, from + size), (c * rows + r) * size);
-      }
+      const base = r * cols;
+      for (let c = 0; c < cols; c++) to[c * rows + r] = from[base + c]!;
     }
-    t = { type: w.type, rows: cols, cols: rows, data: out };
+    t = { type: w.type, rows: cols, cols: rows, data: new Uint8Array(to.buffer) };
     transposes.set(w, t);
   }
   return t;

@@ -5,7 +5,7 @@
 // vector constants) is written by each instantiation with the same bytes, so
 // re-writing it is harmless.
 
-import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ8_0 } from "./dot";
+import { dotBF16, dotF16, dotQ4_0, dotQ8_0 } from "./dot";
 import { dotQ4_K, dotQ5_K, dotQ6_K } from "./kquants";
 import { decodeLegacy, dotLegacy, Q4_1, Q5_0, Q5_1 } from "./legacy";
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ5_K, decodeQ6_K, decodeQ8_0 } from "./decode";
@@ -138,7 +138,7 @@ export function matmul(
     matmulDecoded(type, out, w, rows, cols, x, xq, xd, xs, xb, batch, scratch, rowStart, rowEnd, outStride);
     return;
   }
-  if (batch > 1) {
+  if (type == F32) {
     matmulF32Batch(out, w, cols, x, batch, scratch, rowStart, rowEnd, outStride);
     return;
   }
@@ -174,9 +174,6 @@ export function matmul(
           break;
         case Q6_K:
           value = dotQ6_K(row, xq + xOffset * 2, xd + blockOffset, cols / 256, scratch);
-          break;
-        case F32:
-          value = dotF32(row, x + xOffset * 4, cols);
           break;
         case F16:
           value = dotF16(row, x + xOffset * 4, cols);
@@ -302,14 +299,25 @@ function matmulDecoded(
  * row-by-row dot product loads both operands for every product. The rows of a
  * thread's share stay in cache while the activation rows stream past them
  * once. A last, partial tile repeats its last row, and each row's arithmetic
- * is its own, so results do not depend on how threads split the rows.
+ * is its own, so results do not depend on how threads split the rows, nor on
+ * the batch: one activation row (decode) takes the same arithmetic alone.
  */
 function matmulF32Batch(out: usize, w: usize, cols: i32, x: usize, batch: i32, scratch: usize, rowStart: i32, rowEnd: i32, outStride: i32): void {
   const rowBytesF32 = <usize>cols << 2;
   const outStrideBytes = <usize>outStride << 2;
   for (let b = 0; b < batch; b += 2) {
-    // Activation rows in pairs; an odd last row is paired with itself (the same arithmetic per row).
+    // Activation rows in pairs; an odd last row alone (dotRowsF32: the same arithmetic per row).
     const second = min(b + 1, batch - 1);
+    if (second == b) {
+      const xa = x + <usize>b * rowBytesF32;
+      const outA = out + <usize>b * outStrideBytes;
+      for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
+        const last = rowEnd - 1;
+        const sums = dotRowsF32(w + <usize>r * rowBytesF32, w + <usize>min(r + 1, last) * rowBytesF32, w + <usize>min(r + 2, last) * rowBytesF32, w + <usize>min(r + 3, last) * rowBytesF32, xa, cols);
+        storeLanes(outA + (<usize>(r - rowStart) << 2), sums, min(TILE_ROWS, rowEnd - r));
+      }
+      continue;
+    }
     const xa = x + <usize>b * rowBytesF32;
     const xb = x + <usize>second * rowBytesF32;
     const outA = out + <usize>b * outStrideBytes;
@@ -320,9 +328,36 @@ function matmulF32Batch(out: usize, w: usize, cols: i32, x: usize, batch: i32, s
       const count = min(TILE_ROWS, rowEnd - r);
       const at = <usize>(r - rowStart) << 2;
       storeLanes(outA + at, v128.load(scratch), count);
-      if (second > b) storeLanes(outB + at, v128.load(scratch, 16), count);
+      storeLanes(outB + at, v128.load(scratch, 16), count);
     }
   }
+}
+
+/** As dotRowsF32x2 for one activation row: lane k = row k's dot product with xa, the same arithmetic. */
+function dotRowsF32(r0: usize, r1: usize, r2: usize, r3: usize, xa: usize, cols: i32): v128 {
+  let a0 = f32x4.splat(0);
+  let a1 = a0;
+  let a2 = a0;
+  let a3 = a0;
+  let o: usize = 0;
+  const end = <usize>(cols & ~3) << 2;
+  for (; o < end; o += 16) {
+    const xv = v128.load(xa + o);
+    a0 = f32x4.add(a0, f32x4.mul(xv, v128.load(r0 + o)));
+    a1 = f32x4.add(a1, f32x4.mul(xv, v128.load(r1 + o)));
+    a2 = f32x4.add(a2, f32x4.mul(xv, v128.load(r2 + o)));
+    a3 = f32x4.add(a3, f32x4.mul(xv, v128.load(r3 + o)));
+  }
+  let sums = sumLanes4f(a0, a1, a2, a3);
+  for (let i = cols & ~3; i < cols; i++) {
+    const e = <usize>i << 2;
+    let k = f32x4.splat(load<f32>(r0 + e));
+    k = f32x4.replace_lane(k, 1, load<f32>(r1 + e));
+    k = f32x4.replace_lane(k, 2, load<f32>(r2 + e));
+    k = f32x4.replace_lane(k, 3, load<f32>(r3 + e));
+    sums = f32x4.add(sums, f32x4.mul(f32x4.splat(load<f32>(xa + e)), k));
+  }
+  return sums;
 }
 
 /**

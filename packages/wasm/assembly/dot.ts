@@ -113,25 +113,6 @@ export function dotQ4_0(w: usize, xq: usize, xd: usize, xb: usize, blocks: i32):
   return horizontalSum(f32x4.add(acc0, acc1)) - 8 * offsetTerm;
 }
 
-export function dotF32(w: usize, x: usize, cols: i32): f32 {
-  let acc0 = f32x4.splat(0);
-  let acc1 = f32x4.splat(0);
-  let c = 0;
-  for (; c + 8 <= cols; c += 8) {
-    acc0 = f32x4.add(acc0, f32x4.mul(v128.load(w, 0), v128.load(x, 0)));
-    acc1 = f32x4.add(acc1, f32x4.mul(v128.load(w, 16), v128.load(x, 16)));
-    w += 32;
-    x += 32;
-  }
-  let sum = horizontalSum(f32x4.add(acc0, acc1));
-  for (; c < cols; c++) {
-    sum += load<f32>(w) * load<f32>(x);
-    w += 4;
-    x += 4;
-  }
-  return sum;
-}
-
 /**
  * F16 row · f32 x. Each half is rebuilt as a float32 in four instructions (see
  * finiteHalvesWith), which holds for every half but infinities and NaNs; the row's

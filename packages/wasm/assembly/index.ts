@@ -5,16 +5,17 @@
 // vector constants) is written by each instantiation with the same bytes, so
 // re-writing it is harmless.
 
-import { dotBF16, dotF16, dotF32, dotQ4_0, dotQ8_0 } from "./dot";
+import { dotBF16, dotF16, dotQ4_0, dotQ8_0 } from "./dot";
 import { dotQ4_K, dotQ5_K, dotQ6_K } from "./kquants";
 import { decodeLegacy, dotLegacy, Q4_1, Q5_0, Q5_1 } from "./legacy";
 import { decodeHalves, decodeQ4_0, decodeQ4_K, decodeQ5_K, decodeQ6_K, decodeQ8_0 } from "./decode";
 export { activationQuantBytes, activationScaleBytes, quantizeActivations } from "./quantize";
 export { attention, attentionChunks, attentionCombine, attentionRecordBytes, attentionScratchBytes } from "./attention";
-export { gatedActivation } from "./activation";
+export { gatedActivation, gatedBackward } from "./activation";
+export { trainAttentionBackward, trainAttentionForward, trainAttentionScratchBytes } from "./train-attention";
 export { addRepeated, argmax, rmsNorm, rope } from "./elementwise";
 import { decodeGroupRowFiveBits, decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ5_1Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
-import { dotPackedRowsF32x2, dotPackedTile, dotPackedTile8, EIGHT_TOKEN_PASS_FROM, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
+import { dotPackedRowsF32x2, dotPackedTile, sumLanes4f, dotPackedTile8, EIGHT_TOKEN_PASS_FROM, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";
 
 // ggml type ids (GgmlType in src/kernels/types.ts).
 const F32 = 0;
@@ -137,6 +138,10 @@ export function matmul(
     matmulDecoded(type, out, w, rows, cols, x, xq, xd, xs, xb, batch, scratch, rowStart, rowEnd, outStride);
     return;
   }
+  if (type == F32) {
+    matmulF32Batch(out, w, cols, x, batch, scratch, rowStart, rowEnd, outStride);
+    return;
+  }
   const stride = <usize>rowBytes(type, cols);
   const blocks = cols / 32;
   if (isGrouped(type) && batch == 1) {
@@ -169,9 +174,6 @@ export function matmul(
           break;
         case Q6_K:
           value = dotQ6_K(row, xq + xOffset * 2, xd + blockOffset, cols / 256, scratch);
-          break;
-        case F32:
-          value = dotF32(row, x + xOffset * 4, cols);
           break;
         case F16:
           value = dotF16(row, x + xOffset * 4, cols);
@@ -288,6 +290,122 @@ function matmulDecoded(
       b += tokens;
     }
   }
+}
+
+/**
+ * F32 rows [rowStart, rowEnd) times a batch of activation rows: two activation
+ * rows at a time against each tile of four weight rows (dotRowsF32x2), so each
+ * weight load feeds two products and each activation load four, where a
+ * row-by-row dot product loads both operands for every product. The rows of a
+ * thread's share stay in cache while the activation rows stream past them
+ * once. A last, partial tile repeats its last row, and each row's arithmetic
+ * is its own, so results do not depend on how threads split the rows, nor on
+ * the batch: one activation row (decode) takes the same arithmetic alone.
+ */
+function matmulF32Batch(out: usize, w: usize, cols: i32, x: usize, batch: i32, scratch: usize, rowStart: i32, rowEnd: i32, outStride: i32): void {
+  const rowBytesF32 = <usize>cols << 2;
+  const outStrideBytes = <usize>outStride << 2;
+  for (let b = 0; b < batch; b += 2) {
+    // Activation rows in pairs; an odd last row alone (dotRowsF32: the same arithmetic per row).
+    const second = min(b + 1, batch - 1);
+    if (second == b) {
+      const xa = x + <usize>b * rowBytesF32;
+      const outA = out + <usize>b * outStrideBytes;
+      for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
+        const last = rowEnd - 1;
+        const sums = dotRowsF32(w + <usize>r * rowBytesF32, w + <usize>min(r + 1, last) * rowBytesF32, w + <usize>min(r + 2, last) * rowBytesF32, w + <usize>min(r + 3, last) * rowBytesF32, xa, cols);
+        storeLanes(outA + (<usize>(r - rowStart) << 2), sums, min(TILE_ROWS, rowEnd - r));
+      }
+      continue;
+    }
+    const xa = x + <usize>b * rowBytesF32;
+    const xb = x + <usize>second * rowBytesF32;
+    const outA = out + <usize>b * outStrideBytes;
+    const outB = out + <usize>second * outStrideBytes;
+    for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
+      const last = rowEnd - 1;
+      dotRowsF32x2(w + <usize>r * rowBytesF32, w + <usize>min(r + 1, last) * rowBytesF32, w + <usize>min(r + 2, last) * rowBytesF32, w + <usize>min(r + 3, last) * rowBytesF32, xa, xb, cols, scratch);
+      const count = min(TILE_ROWS, rowEnd - r);
+      const at = <usize>(r - rowStart) << 2;
+      storeLanes(outA + at, v128.load(scratch), count);
+      storeLanes(outB + at, v128.load(scratch, 16), count);
+    }
+  }
+}
+
+/** As dotRowsF32x2 for one activation row: lane k = row k's dot product with xa, the same arithmetic. */
+function dotRowsF32(r0: usize, r1: usize, r2: usize, r3: usize, xa: usize, cols: i32): v128 {
+  let a0 = f32x4.splat(0);
+  let a1 = a0;
+  let a2 = a0;
+  let a3 = a0;
+  let o: usize = 0;
+  const end = <usize>(cols & ~3) << 2;
+  for (; o < end; o += 16) {
+    const xv = v128.load(xa + o);
+    a0 = f32x4.add(a0, f32x4.mul(xv, v128.load(r0 + o)));
+    a1 = f32x4.add(a1, f32x4.mul(xv, v128.load(r1 + o)));
+    a2 = f32x4.add(a2, f32x4.mul(xv, v128.load(r2 + o)));
+    a3 = f32x4.add(a3, f32x4.mul(xv, v128.load(r3 + o)));
+  }
+  let sums = sumLanes4f(a0, a1, a2, a3);
+  for (let i = cols & ~3; i < cols; i++) {
+    const e = <usize>i << 2;
+    let k = f32x4.splat(load<f32>(r0 + e));
+    k = f32x4.replace_lane(k, 1, load<f32>(r1 + e));
+    k = f32x4.replace_lane(k, 2, load<f32>(r2 + e));
+    k = f32x4.replace_lane(k, 3, load<f32>(r3 + e));
+    sums = f32x4.add(sums, f32x4.mul(f32x4.splat(load<f32>(xa + e)), k));
+  }
+  return sums;
+}
+
+/**
+ * Rows r0..r3 · activation rows xa and xb (cols floats each): f32x4 at results
+ * and results + 16, lane k = row k's dot product. Each row and activation row
+ * accumulates its chunks of four in order into one vector, summed across
+ * lanes at the end, then the last cols % 4 elements.
+ */
+function dotRowsF32x2(r0: usize, r1: usize, r2: usize, r3: usize, xa: usize, xb: usize, cols: i32, results: usize): void {
+  let a0 = f32x4.splat(0);
+  let a1 = a0;
+  let a2 = a0;
+  let a3 = a0;
+  let b0 = a0;
+  let b1 = a0;
+  let b2 = a0;
+  let b3 = a0;
+  let o: usize = 0;
+  const end = <usize>(cols & ~3) << 2;
+  for (; o < end; o += 16) {
+    const xv = v128.load(xa + o);
+    const yv = v128.load(xb + o);
+    const w0 = v128.load(r0 + o);
+    a0 = f32x4.add(a0, f32x4.mul(xv, w0));
+    b0 = f32x4.add(b0, f32x4.mul(yv, w0));
+    const w1 = v128.load(r1 + o);
+    a1 = f32x4.add(a1, f32x4.mul(xv, w1));
+    b1 = f32x4.add(b1, f32x4.mul(yv, w1));
+    const w2 = v128.load(r2 + o);
+    a2 = f32x4.add(a2, f32x4.mul(xv, w2));
+    b2 = f32x4.add(b2, f32x4.mul(yv, w2));
+    const w3 = v128.load(r3 + o);
+    a3 = f32x4.add(a3, f32x4.mul(xv, w3));
+    b3 = f32x4.add(b3, f32x4.mul(yv, w3));
+  }
+  let sumsA = sumLanes4f(a0, a1, a2, a3);
+  let sumsB = sumLanes4f(b0, b1, b2, b3);
+  for (let i = cols & ~3; i < cols; i++) {
+    const e = <usize>i << 2;
+    let k = f32x4.splat(load<f32>(r0 + e));
+    k = f32x4.replace_lane(k, 1, load<f32>(r1 + e));
+    k = f32x4.replace_lane(k, 2, load<f32>(r2 + e));
+    k = f32x4.replace_lane(k, 3, load<f32>(r3 + e));
+    sumsA = f32x4.add(sumsA, f32x4.mul(f32x4.splat(load<f32>(xa + e)), k));
+    sumsB = f32x4.add(sumsB, f32x4.mul(f32x4.splat(load<f32>(xb + e)), k));
+  }
+  v128.store(results, sumsA);
+  v128.store(results, sumsB, 16);
 }
 
 /**

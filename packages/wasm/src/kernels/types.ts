@@ -72,6 +72,12 @@ export interface Kernels {
    */
   matmulGated?(out: Float32Array, gate: WeightMatrix, up: WeightMatrix, x: Float32Array, batch: number, activation: Activation): void;
   /**
+   * out [batch, rows] = x [batch, cols] · wᵀ for a dense float32 w [rows, cols]
+   * whose values change between calls (trained parameters, gradients): read as
+   * they are on each call, never kept like a weight. Absent: the caller computes it.
+   */
+  matmulDense?(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, batch: number): void;
+  /**
    * A matrix as these kernels compute fastest with it, made once at load:
    * either `w` itself or the same values in a layout of the kernels' own (the
    * WebAssembly kernels interleave Q4_0, Q8_0, Q5_0 and Q5_1 rows by four: KernelLayout.Q4_0_X4). Bytes
@@ -92,6 +98,16 @@ export interface Kernels {
   readonly argmax?: (values: Float32Array) => number;
   /** Causal attention over the KV cache; the engine uses the reference attention when absent. */
   attention?: AttentionKernel;
+  /** Training's attention forward and backward; training uses its TypeScript reference (src/train/ops/attention.ts) when absent. */
+  trainingAttention?: TrainingAttentionKernel;
+  /**
+   * Training's backward of the gated MLP's middle (out = act(gate) · up):
+   * dGate += dOut · up · act'(gate), dUp += dOut · act(gate) over `count`
+   * elements. Training uses its TypeScript reference (src/train/ops/gated-activation.ts) when absent.
+   */
+  gatedBackward?(dGate: Float32Array, dUp: Float32Array, dOut: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void;
+  /** Training's forward of the same: out = act(gate) · up over `count` elements (the reference: src/train/ops/gated-activation.ts). */
+  gatedForward?(out: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void;
   /**
    * Memory the kernels read in place (the WebAssembly kernels' shared memory).
    * A loader that copies each weight into a view from here once, at load time,
@@ -161,3 +177,56 @@ export type AttentionKernel = (
   values: KVBuffer,
   params: AttentionParams,
 ) => void;
+
+/**
+ * Causal self-attention with grouped-query heads over packed sequences, as
+ * training runs it. Layouts: q and the output [tokens, numHeads, headDim]; k and v
+ * [tokens, numKVHeads, headDim]; query head h reads KV head
+ * floor(h / (numHeads / numKVHeads)). Token t sees tokens first(t) .. t, where
+ * first(t) is its sequence's first token (`sequenceStart[t]`), or later under a window.
+ */
+export interface TrainingAttentionShape {
+  tokens: number;
+  numHeads: number;
+  numKVHeads: number;
+  headDim: number;
+  /** [tokens] index of the first token of each token's sequence; a sequence's tokens are consecutive. */
+  sequenceStart: Int32Array;
+  /** Multiplier on q·k. */
+  scale: number;
+  /** Sliding window in tokens; 0 = the whole sequence so far. */
+  window: number;
+}
+
+/**
+ * Training's attention without the softmax weights kept: the forward saves one
+ * log Σ exp(score) per query row, from which the backward recomputes them.
+ */
+export interface TrainingAttentionKernel {
+  /** Whether these kernels run this shape (else the caller uses the reference). */
+  supports(shape: TrainingAttentionShape): boolean;
+  /** out [tokens, numHeads * headDim]; logSumExp [tokens, numHeads] receives each query row's log Σ_j exp(scale q·k_j). */
+  forward(out: Float32Array, logSumExp: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, shape: TrainingAttentionShape): void;
+  /** dq, dk, dv += the gradients given dOut, the forward's inputs and its logSumExp. */
+  backward(
+    dq: Float32Array,
+    dk: Float32Array,
+    dv: Float32Array,
+    dOut: Float32Array,
+    logSumExp: Float32Array,
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    shape: TrainingAttentionShape,
+  ): void;
+}
+
+/** [tokens] the first token each query of a training attention sees: its sequence's first, or later under a window. */
+export function firstVisible(shape: TrainingAttentionShape): Int32Array {
+  const first = new Int32Array(shape.tokens);
+  for (let t = 0; t < shape.tokens; t++) {
+    const start = shape.sequenceStart[t]!;
+    first[t] = shape.window > 0 ? Math.max(start, t - shape.window + 1) : start;
+  }
+  return first;
+}

@@ -11,7 +11,7 @@ import { applyRope } from "../kernels/ops.js";
 import type { ModelConfig } from "../engine/config.js";
 import type { LlamaBlockWeights } from "../engine/block-weights.js";
 import type { LoadedModel } from "../engine/transformer.js";
-import { attentionBackward, attentionForward, type AttentionShape, type AttentionWeights } from "./ops/attention.js";
+import { attentionBackward, attentionForward, type AttentionSaved, type AttentionShape } from "./ops/attention.js";
 import { crossEntropy } from "./ops/cross-entropy.js";
 import { gatedBackward, gatedForward } from "./ops/gated-activation.js";
 import { frozenLinearBackward, frozenLinearForward } from "./ops/linear.js";
@@ -78,7 +78,7 @@ interface BlockTape {
   q: Float32Array;
   k: Float32Array;
   v: Float32Array;
-  weights: AttentionWeights;
+  weights: AttentionSaved;
   /** The attention's output projection and its post-norm's 1 / rms (Gemma 3's post-norm only). */
   o?: Float32Array;
   invO?: Float64Array;
@@ -218,13 +218,13 @@ function isTape(saved: BlockTape | Float32Array): saved is BlockTape {
 function linearForward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, x: Float32Array, n: number, rng: Rng, bias?: Float32Array): Float32Array {
   const out = like(x, n * w.rows);
   frozenLinearForward(graph.kernels, out, w, x, n, bias);
-  graph.adapters[i]?.[name]?.forward(out, x, n, graph.dropout, rng);
+  graph.adapters[i]?.[name]?.forward(out, x, n, graph.dropout, rng, graph.kernels);
   return out;
 }
 
 function linearBackward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, dx: Float32Array, dy: Float32Array, n: number): void {
   frozenLinearBackward(dx, w, dy, n, graph.kernels);
-  graph.adapters[i]?.[name]?.backward(dx, dy, n);
+  graph.adapters[i]?.[name]?.backward(dx, dy, n, graph.kernels);
 }
 
 function attentionShape(graph: TrainingGraph, i: number, batch: PackedBatch): AttentionShape {
@@ -266,7 +266,7 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   applyRope(q, n, numHeads, headDim, batch.positions, frequencies, ropeMode);
   applyRope(k, n, numKVHeads, headDim, batch.positions, frequencies, ropeMode);
   const attended = like(x, n * numHeads * headDim);
-  const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch));
+  const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch), graph.kernels);
   const o = linearForward(graph, i, "o", block.o, attended, n, rng, block.oBias);
   const post = postNorm(o, block.postAttentionNorm, config, n);
   const x1 = like(x, n * hidden);
@@ -276,7 +276,7 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   const gate = linearForward(graph, i, "gate", block.gate, h2, n, rng);
   const up = linearForward(graph, i, "up", block.up, h2, n, rng);
   const mixed = like(x, gate.length);
-  gatedForward(mixed, gate, up, gate.length, config.activation);
+  gatedForward(mixed, gate, up, gate.length, config.activation, graph.kernels);
   const tape: BlockTape = {
     x,
     inv1,
@@ -338,7 +338,7 @@ function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights
   linearBackward(graph, i, "down", block.down, dMixed, dDown, n);
   const dGate = like(dOut, tape.gate.length);
   const dUp = like(dOut, tape.up.length);
-  gatedBackward(dGate, dUp, dMixed, tape.gate, tape.up, tape.gate.length, config.activation);
+  gatedBackward(dGate, dUp, dMixed, tape.gate, tape.up, tape.gate.length, config.activation, graph.kernels);
   const dH2 = like(dOut, n * hidden);
   linearBackward(graph, i, "gate", block.gate, dH2, dGate, n);
   linearBackward(graph, i, "up", block.up, dH2, dUp, n);
@@ -352,7 +352,7 @@ function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights
   const dq = like(dOut, tape.q.length);
   const dk = like(dOut, tape.k.length);
   const dv = like(dOut, tape.v.length);
-  attentionBackward(dq, dk, dv, dAttended, tape.q, tape.k, tape.v, tape.weights, attentionShape(graph, i, batch));
+  attentionBackward(dq, dk, dv, dAttended, tape.q, tape.k, tape.v, tape.weights, attentionShape(graph, i, batch), graph.kernels);
   ropeBackward(dq, n, numHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
   ropeBackward(dk, n, numKVHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
   const dqRaw = block.qNorm ? headNormBackward(dq, tape.qRaw!, block.qNorm, tape.invQ!, n * numHeads, headDim, normUnitOffset) : dq;

@@ -4,6 +4,7 @@
  * kaiming_uniform_(a = √5): bounds ±1/√in), B [out, rank] zero, scale = alpha / rank.
  */
 import type { Rng } from "@infer/core";
+import type { Kernels } from "../kernels/types.js";
 import { denseBackward, denseForward } from "./ops/linear.js";
 import { like } from "./ops/buffers.js";
 
@@ -44,8 +45,11 @@ export class LoraLinear {
     this.gradB = new Float32Array(this.b.length);
   }
 
-  /** out [tokens, out] += scale · B · A · dropout(x) (rate `dropout`, drawn from rng), keeping what backward needs. */
-  forward(out: Float32Array, x: Float32Array, tokens: number, dropout: number, rng: Rng): void {
+  /**
+   * out [tokens, out] += scale · B · A · dropout(x) (rate `dropout`, drawn from
+   * rng), keeping what backward needs; its matmuls on `kernels` where they have matmulDense.
+   */
+  forward(out: Float32Array, x: Float32Array, tokens: number, dropout: number, rng: Rng, kernels?: Kernels): void {
     let input = x;
     let mask: Float32Array | undefined;
     if (dropout > 0) {
@@ -58,21 +62,21 @@ export class LoraLinear {
       }
     }
     const u = like(x, tokens * this.rank);
-    denseForward(u, this.a, this.rank, this.inFeatures, input, tokens);
-    this.addUp(out, u, tokens);
+    denseForward(u, this.a, this.rank, this.inFeatures, input, tokens, kernels);
+    this.addUp(out, u, tokens, kernels);
     this.tape = { x: input, mask, u };
   }
 
   /** Adds this adapter's gradients for dy [tokens, out] to gradA and gradB, and its input's to dx [tokens, in]. */
-  backward(dx: Float32Array, dy: Float32Array, tokens: number): void {
+  backward(dx: Float32Array, dy: Float32Array, tokens: number, kernels?: Kernels): void {
     const tape = this.tape;
     if (!tape) throw new Error("LoraLinear.backward without a forward");
     this.tape = undefined;
     const scaled = dy.map((g) => g * this.scale); // d(B u), [tokens, out]
     const du = like(dy, tokens * this.rank);
-    denseBackward(this.gradB, du, this.b, this.outFeatures, this.rank, tape.u, scaled, tokens);
+    denseBackward(this.gradB, du, this.b, this.outFeatures, this.rank, tape.u, scaled, tokens, kernels);
     const dInput = tape.mask ? like(dy, tokens * this.inFeatures) : dx;
-    denseBackward(this.gradA, dInput, this.a, this.rank, this.inFeatures, tape.x, du, tokens);
+    denseBackward(this.gradA, dInput, this.a, this.rank, this.inFeatures, tape.x, du, tokens, kernels);
     if (tape.mask) for (let i = 0; i < dInput.length; i++) dx[i] = dx[i]! + dInput[i]! * tape.mask[i]!;
   }
 
@@ -91,9 +95,9 @@ export class LoraLinear {
     return this.a.length + this.b.length;
   }
 
-  private addUp(out: Float32Array, u: Float32Array, tokens: number): void {
+  private addUp(out: Float32Array, u: Float32Array, tokens: number, kernels?: Kernels): void {
     const delta = like(u, tokens * this.outFeatures);
-    denseForward(delta, this.b, this.outFeatures, this.rank, u, tokens);
+    denseForward(delta, this.b, this.outFeatures, this.rank, u, tokens, kernels);
     for (let i = 0; i < delta.length; i++) out[i] = out[i]! + this.scale * delta[i]!;
   }
 }

@@ -113,12 +113,12 @@ describe("wasm matmul: default thread split on a larger matrix", () => {
 });
 
 describe("wasm matmul: results do not depend on the thread count or the build", () => {
-  it("Q8_0, Q4_0, Q5_0 and Q5_1 (plain and interleaved), Q4_1, Q4_K, Q5_K, Q6_K and F16 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
+  it("Q8_0, Q4_0, Q5_0 and Q5_1 (plain and interleaved), Q4_1, Q4_K, Q5_K, Q6_K, F16 and F32 give the same bits on 1 to 4 threads (rows split mid-tile), relaxed SIMD or not", async () => {
     const setups = BUILDS.flatMap((relaxedSimd) => [1, 2, 3, 4].map((threads) => ({ threads, relaxedSimd })));
     const kernels = await Promise.all(setups.map(({ threads, relaxedSimd }) => createWasmKernels({ threads, minBytesPerThread: 0, relaxedSimd })));
     try {
       const next = random(4242);
-      const types = [GgmlType.Q8_0, KernelLayout.Q8_0_X4, GgmlType.Q4_0, KernelLayout.Q4_0_X4, GgmlType.Q4_1, GgmlType.Q5_0, KernelLayout.Q5_0_X4, GgmlType.Q5_1, KernelLayout.Q5_1_X4, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.F16];
+      const types = [GgmlType.Q8_0, KernelLayout.Q8_0_X4, GgmlType.Q4_0, KernelLayout.Q4_0_X4, GgmlType.Q4_1, GgmlType.Q5_0, KernelLayout.Q5_0_X4, GgmlType.Q5_1, KernelLayout.Q5_1_X4, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.F16, GgmlType.F32];
       for (const type of types) {
         // 23 rows: each split puts some thread's share across a tile (or a group) of four rows,
         // and the interleaved layouts keep 3 plain rows after their 5 groups; batch 5 leaves an
@@ -138,7 +138,7 @@ describe("wasm matmul: results do not depend on the thread count or the build", 
             const { threads, relaxedSimd } = setups[k]!;
             assert.deepEqual(results[k], results[0], `${GgmlType[type]} batch ${batch}, ${threads} threads${relaxedSimd ? ", relaxed SIMD" : ""} vs 1`);
           }
-          assertWithin(results[0]!, reference(w, x, batch), errorBounds(w, x, batch, type !== GgmlType.F16), `${GgmlType[type]} batch ${batch}`);
+          assertWithin(results[0]!, reference(w, x, batch), errorBounds(w, x, batch, type !== GgmlType.F16 && type !== GgmlType.F32), `${GgmlType[type]} batch ${batch}`);
         }
       }
     } finally {
@@ -152,7 +152,7 @@ describe("wasm matmul: a batch row's result does not depend on how the batch div
     const kernels = await createWasmKernels({ threads: 2, minBytesPerThread: 0 });
     try {
       const next = random(99);
-      for (const type of [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_K, GgmlType.Q6_K]) {
+      for (const type of [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_K, GgmlType.Q6_K, GgmlType.F32]) {
         const w = kernels.prepareMatrix!(randomMatrix(type, 13, 256, next));
         const x = randomActivations(9 * 256, next);
         const whole = new Float32Array(9 * 13);

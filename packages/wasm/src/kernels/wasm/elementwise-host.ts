@@ -5,12 +5,14 @@
  * staging them in and out would cost what the kernel saves.
  */
 import { argmax, InferenceError } from "@infer/core";
-import { addBias, addInPlace, applyRope, rmsNorm, rotationTable } from "../ops.js";
+import { addBias, addInPlace, applyRope, rmsNorm, rotationTable, type Activation } from "../ops.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
 
 export class ElementwiseHost {
   private readonly tableStage: Scratch;
+  /** gatedBackward's staging: dGate, dUp, dOut, gate, up. */
+  private readonly gatedStages: Scratch[];
   /** The rotation table staged last (ops.rotationTable keeps one per forward pass) and where. */
   private stagedTable: { cos: Float64Array; sin: Float64Array } | undefined;
   private stagedCos = 0;
@@ -18,6 +20,7 @@ export class ElementwiseHost {
 
   constructor(private readonly ctx: KernelContext) {
     this.tableStage = ctx.scratch();
+    this.gatedStages = Array.from({ length: 5 }, () => ctx.scratch());
   }
 
   readonly rmsNorm: typeof rmsNorm = (out, x, weight, rows, dim, eps, unitOffset = 0) => {
@@ -59,6 +62,35 @@ export class ElementwiseHost {
       this.stagedTable = table;
     }
     this.ctx.exports.rope(xAt, tokens, heads, headDim, this.stagedCos, this.stagedSin, pairs, mode === "neox" ? 1 : 0);
+  };
+
+  /**
+   * Kernels.gatedBackward on the calling thread: the five buffers staged (the
+   * exponentials in SIMD save far more than the copies cost), the two
+   * gradients copied back.
+   */
+  readonly gatedBackward = (dGate: Float32Array, dUp: Float32Array, dOut: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void => {
+    checkCount("gatedBackward", count);
+    if (dGate.length < count || dUp.length < count || dOut.length < count || gate.length < count || up.length < count) {
+      throw new InferenceError("INTERNAL", `gatedBackward: buffers shorter than ${count}`);
+    }
+    if (activation !== "silu" && activation !== "gelu_tanh") throw new InferenceError("INTERNAL", `gatedBackward: unknown activation ${String(activation)}`);
+    this.ctx.checkOpen();
+    const [dGateAt, dUpAt, dOutAt, gateAt, upAt] = [dGate, dUp, dOut, gate, up].map((values, i) => this.ctx.floatsIn(values, count, this.gatedStages[i]!)) as [number, number, number, number, number];
+    this.ctx.exports.gatedBackward(dGateAt, dUpAt, dOutAt, gateAt, upAt, count, activation === "silu" ? 0 : 1);
+    this.ctx.copyOut(dGate, dGateAt, count);
+    this.ctx.copyOut(dUp, dUpAt, count);
+  };
+
+  /** Kernels.gatedForward on the calling thread (assembly/activation.ts's gatedActivation over one row of `count`). */
+  readonly gatedForward = (out: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void => {
+    checkCount("gatedForward", count);
+    if (out.length < count || gate.length < count || up.length < count) throw new InferenceError("INTERNAL", `gatedForward: buffers shorter than ${count}`);
+    if (activation !== "silu" && activation !== "gelu_tanh") throw new InferenceError("INTERNAL", `gatedForward: unknown activation ${String(activation)}`);
+    this.ctx.checkOpen();
+    const [outAt, gateAt, upAt] = [out, gate, up].map((values, i) => this.ctx.floatsIn(values, count, this.gatedStages[i]!)) as [number, number, number];
+    this.ctx.exports.gatedActivation(outAt, gateAt, upAt, count, 1, 0, count, activation === "silu" ? 0 : 1, 0);
+    this.ctx.copyOut(out, outAt, count);
   };
 
   /** @infer/core's argmax (the same index: the first of the largest, NaNs skipped) over logits in the arena. */

@@ -13,13 +13,14 @@
  */
 import { InferenceError } from "@infer/core";
 import { platform } from "#platform";
-import type { AttentionKernel, Kernels, WeightMatrix } from "../types.js";
+import type { AttentionKernel, Kernels, TrainingAttentionKernel, WeightMatrix } from "../types.js";
 import type { Activation, addBias, addInPlace, applyRope, rmsNorm } from "../ops.js";
 import { SharedArena } from "./arena.js";
 import { AttentionHost } from "./attention-host.js";
 import { KernelContext } from "./context.js";
 import { ElementwiseHost } from "./elementwise-host.js";
 import { MatmulHost } from "./matmul-host.js";
+import { TrainAttentionHost } from "./train-attention-host.js";
 import { WorkerPool } from "./pool.js";
 import { CONTROL_BYTES, type KernelExports } from "./protocol.js";
 import { wasmApi, type WasmModule } from "./webassembly.js";
@@ -172,15 +173,22 @@ class WasmKernels implements Kernels {
     this.matmuls = new MatmulHost(ctx);
     this.attentions = new AttentionHost(ctx);
     this.elementwise = new ElementwiseHost(ctx);
+    this.trainingAttention = new TrainAttentionHost(ctx);
     this.rmsNorm = this.elementwise.rmsNorm;
     this.rope = this.elementwise.rope;
     this.addInPlace = this.elementwise.addInPlace;
     this.addBias = this.elementwise.addBias;
     this.argmax = this.elementwise.argmax;
+    this.gatedBackward = this.elementwise.gatedBackward;
+    this.gatedForward = this.elementwise.gatedForward;
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
     this.matmuls.matmul(out, w, x, batch);
+  }
+
+  matmulDense(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, batch: number): void {
+    this.matmuls.matmulDense(out, w, rows, cols, x, batch);
   }
 
   matmulMany(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number): void {
@@ -201,6 +209,10 @@ class WasmKernels implements Kernels {
   readonly rope: typeof applyRope;
   readonly addInPlace: typeof addInPlace;
   readonly addBias: typeof addBias;
+  readonly gatedBackward: NonNullable<Kernels["gatedBackward"]>;
+  readonly gatedForward: NonNullable<Kernels["gatedForward"]>;
+
+  readonly trainingAttention: TrainingAttentionKernel;
 
   readonly attention: AttentionKernel = (out, q, keys, values, params) => this.attentions.attention(out, q, keys, values, params);
 

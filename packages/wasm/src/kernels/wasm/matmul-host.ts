@@ -81,6 +81,7 @@ export class MatmulHost {
   private readonly xQuantSums: Scratch;
   private readonly rowDecode: Scratch;
   private readonly upStage: Scratch;
+  private readonly denseStage: Scratch;
   /** Reused for single-matrix calls, so matmul allocates nothing (they keep the last call's two references). */
   private readonly single = { outs: [] as Float32Array[], ws: [] as WeightMatrix[] };
   private readonly args = new JobArgs();
@@ -97,12 +98,25 @@ export class MatmulHost {
     this.xQuantSums = ctx.scratch();
     this.rowDecode = ctx.scratch();
     this.upStage = ctx.scratch();
+    this.denseStage = ctx.scratch();
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
     this.single.outs[0] = out;
     this.single.ws[0] = w;
     this.matmulMany(this.single.outs, this.single.ws, x, batch);
+  }
+
+  /**
+   * Kernels.matmulDense: w copied into staging memory on every call and read
+   * there in place (a weight living outside the arena would be copied once and
+   * kept, so later values would not be seen).
+   */
+  matmulDense(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, batch: number): void {
+    this.ctx.checkOpen();
+    if (w.length < rows * cols) throw new InferenceError("INTERNAL", `matmulDense: ${w.length} floats cannot be a [${rows}, ${cols}] matrix`);
+    const address = this.ctx.floatsIn(w, rows * cols, this.denseStage);
+    this.matmul(out, { type: GgmlType.F32, rows, cols, data: this.ctx.arena.view(address, rows * cols * 4) }, x, batch);
   }
 
   matmulMany(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number): void {

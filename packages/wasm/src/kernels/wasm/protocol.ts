@@ -37,6 +37,7 @@ export interface KernelExports {
     outStride: number,
   ): void;
   gatedActivation(out: number, gate: number, up: number, rows: number, batch: number, rowStart: number, rowEnd: number, kind: number, upStride: number): void;
+  gatedBackward(dGate: number, dUp: number, dOut: number, gate: number, up: number, count: number, kind: number): void;
   rmsNorm(out: number, x: number, weight: number, rows: number, dim: number, eps: number, unitOffset: number): void;
   rope(x: number, tokens: number, heads: number, headDim: number, cos: number, sin: number, pairs: number, neox: number): void;
   addRepeated(x: number, y: number, count: number, period: number): void;
@@ -67,6 +68,44 @@ export interface KernelExports {
   attentionChunks(positions: number): number;
   attentionScratchBytes(slotLength: number, group: number, headDim: number, kvEncoding: number): number;
   attentionRecordBytes(headDim: number): number;
+  trainAttentionScratchBytes(span: number): number;
+  trainAttentionForward(
+    out: number,
+    lse: number,
+    q: number,
+    k: number,
+    v: number,
+    first: number,
+    numHeads: number,
+    numKVHeads: number,
+    headDim: number,
+    scale: number,
+    scores: number,
+    itemStart: number,
+    itemEnd: number,
+    itemStep: number,
+  ): void;
+  trainAttentionBackward(
+    dq: number,
+    dk: number,
+    dv: number,
+    dOut: number,
+    lse: number,
+    q: number,
+    k: number,
+    v: number,
+    first: number,
+    bounds: number,
+    numHeads: number,
+    numKVHeads: number,
+    headDim: number,
+    scale: number,
+    scratch: number,
+    scratchStride: number,
+    itemStart: number,
+    itemEnd: number,
+    itemStep: number,
+  ): void;
 }
 
 /** Int32 slots of the control block. */
@@ -152,6 +191,18 @@ export const Op = {
    * copy of a group at scratch + i * scratchStride.
    */
   INTERLEAVE: 4,
+  /**
+   * Training's attention forward (assembly/train-attention.ts). args: out, lse, q, k, v, first,
+   * numHeads, numKVHeads, headDim, scale (float bits), scratch, scratchStride, items — items
+   * (token x KV head) interleaved across threads, thread i's scores at scratch + i * scratchStride.
+   */
+  TRAIN_ATTENTION_FORWARD: 5,
+  /**
+   * Training's attention backward. args: dq, dk, dv, dOut, lse, q, k, v, first, bounds,
+   * numHeads, numKVHeads, headDim, scale (float bits), scratch, scratchStride, items — items
+   * (sequence x KV head, each owning its keys' and values' gradient rows) interleaved across threads.
+   */
+  TRAIN_ATTENTION_BACKWARD: 6,
 } as const;
 
 const floatScratch = new Float32Array(1);
@@ -354,6 +405,25 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         control[a + 16]!,
         control[a + 17]! >>> 0,
         control[a + 18]!,
+      );
+      return;
+    }
+    case Op.TRAIN_ATTENTION_FORWARD: {
+      const items = control[a + 12]!;
+      if (index >= items) return;
+      const u = (i: number) => control[a + i]! >>> 0;
+      exports.trainAttentionForward(u(0), u(1), u(2), u(3), u(4), u(5), control[a + 6]!, control[a + 7]!, control[a + 8]!, bitsToFloat(control[a + 9]!), u(10) + index * control[a + 11]!, index, items, threads);
+      return;
+    }
+    case Op.TRAIN_ATTENTION_BACKWARD: {
+      const items = control[a + 16]!;
+      if (index >= items) return;
+      const u = (i: number) => control[a + i]! >>> 0;
+      const scratchStride = control[a + 15]!;
+      exports.trainAttentionBackward(
+        u(0), u(1), u(2), u(3), u(4), u(5), u(6), u(7), u(8), u(9),
+        control[a + 10]!, control[a + 11]!, control[a + 12]!, bitsToFloat(control[a + 13]!),
+        u(14) + index * scratchStride, scratchStride, index, items, threads,
       );
       return;
     }

@@ -1,26 +1,14 @@
 /**
  * Causal self-attention with grouped-query heads over packed sequences,
- * forward and backward. The forward keeps each query's softmax weights (the
- * backward reads them); scores are summed in float64.
- *
- * Layouts: q and the output [tokens, numHeads, headDim]; k and v
- * [tokens, numKVHeads, headDim]; query head h reads KV head
- * floor(h / (numHeads / numKVHeads)). Token t sees tokens first(t) .. t, where
- * first(t) is its sequence's first token (`sequenceStart[t]`), or later under a window.
+ * forward and backward (layouts: TrainingAttentionShape in kernels/types.ts).
+ * The TypeScript reference keeps each query's softmax weights (the backward
+ * reads them) and sums scores in float64; kernels with a `trainingAttention`
+ * keep one log Σ exp per query row instead and recompute the weights in the
+ * backward (assembly/train-attention.ts, tested against this reference).
  */
+import { firstVisible, type Kernels, type TrainingAttentionShape } from "../../kernels/types.js";
 
-export interface AttentionShape {
-  tokens: number;
-  numHeads: number;
-  numKVHeads: number;
-  headDim: number;
-  /** [tokens] index of the first token of each token's sequence. */
-  sequenceStart: Int32Array;
-  /** Multiplier on q·k. */
-  scale: number;
-  /** Sliding window in tokens; 0 = the whole sequence so far. */
-  window: number;
-}
+export type AttentionShape = TrainingAttentionShape;
 
 /** The softmax weights of a forward: for token t and head h, span(t) weights from weightOffset(t) + h * span(t). */
 export interface AttentionWeights {
@@ -31,18 +19,59 @@ export interface AttentionWeights {
   weights: Float64Array;
 }
 
+/** What the kernels' forward keeps instead: [tokens, numHeads] log Σ exp(score). */
+export interface AttentionLogSumExp {
+  logSumExp: Float32Array;
+}
+
+/** What a forward keeps for its backward: the reference's weights or the kernels' log-sum-exps. */
+export type AttentionSaved = AttentionWeights | AttentionLogSumExp;
+
 function visibleRange(shape: AttentionShape): { first: Int32Array; offsets: Int32Array } {
-  const first = new Int32Array(shape.tokens);
+  const first = firstVisible(shape);
   const offsets = new Int32Array(shape.tokens + 1);
-  for (let t = 0; t < shape.tokens; t++) {
-    const start = shape.sequenceStart[t]!;
-    first[t] = shape.window > 0 ? Math.max(start, t - shape.window + 1) : start;
-    offsets[t + 1] = offsets[t]! + shape.numHeads * (t - first[t]! + 1);
-  }
+  for (let t = 0; t < shape.tokens; t++) offsets[t + 1] = offsets[t]! + shape.numHeads * (t - first[t]! + 1);
   return { first, offsets };
 }
 
-export function attentionForward(out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, shape: AttentionShape): AttentionWeights {
+/** The kernels' training attention when they have one for this shape and the buffers are float32 (float64 runs are the reference's). */
+function fastAttention(kernels: Kernels | undefined, q: Float32Array, shape: AttentionShape) {
+  const fast = kernels?.trainingAttention;
+  return fast && q instanceof Float32Array && fast.supports(shape) ? fast : undefined;
+}
+
+/** out = attention(q, k, v) on the kernels' training attention where they have one, else the reference. */
+export function attentionForward(out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, shape: AttentionShape, kernels?: Kernels): AttentionSaved {
+  const fast = fastAttention(kernels, q, shape);
+  if (!fast) return referenceAttentionForward(out, q, k, v, shape);
+  const logSumExp = new Float32Array(shape.tokens * shape.numHeads);
+  fast.forward(out, logSumExp, q, k, v, shape);
+  return { logSumExp };
+}
+
+/** dq, dk, dv += the gradients given dOut, the forward's inputs and what it saved. */
+export function attentionBackward(
+  dq: Float32Array,
+  dk: Float32Array,
+  dv: Float32Array,
+  dOut: Float32Array,
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  saved: AttentionSaved,
+  shape: AttentionShape,
+  kernels?: Kernels,
+): void {
+  if ("weights" in saved) {
+    referenceAttentionBackward(dq, dk, dv, dOut, q, k, v, saved, shape);
+    return;
+  }
+  const fast = fastAttention(kernels, q, shape);
+  if (!fast) throw new Error("attentionBackward: the forward ran on kernels that this backward lacks");
+  fast.backward(dq, dk, dv, dOut, saved.logSumExp, q, k, v, shape);
+}
+
+export function referenceAttentionForward(out: Float32Array, q: Float32Array, k: Float32Array, v: Float32Array, shape: AttentionShape): AttentionWeights {
   const { numHeads, numKVHeads, headDim, scale } = shape;
   const group = numHeads / numKVHeads;
   const kvStride = numKVHeads * headDim;
@@ -81,7 +110,7 @@ export function attentionForward(out: Float32Array, q: Float32Array, k: Float32A
 }
 
 /** dq, dk, dv += the gradients given dOut, the forward's inputs and its softmax weights. */
-export function attentionBackward(
+export function referenceAttentionBackward(
   dq: Float32Array,
   dk: Float32Array,
   dv: Float32Array,

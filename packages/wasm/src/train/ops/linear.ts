@@ -59,8 +59,16 @@ export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Floa
   for (let i = 0; i < n * cols; i++) dx[i] = dx[i]! + acc[i]!;
 }
 
-/** out [n, rows] = x [n, cols] · wᵀ for a dense w [rows, cols]. */
-export function denseForward(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, n: number): void {
+/**
+ * out [n, rows] = x [n, cols] · wᵀ for a dense w [rows, cols]: on the kernels'
+ * matmulDense where they have one (float32 buffers), else here in float64.
+ */
+export function denseForward(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, n: number, kernels?: Kernels): void {
+  const fast = denseKernel(kernels, x);
+  if (fast) {
+    fast(out, w, rows, cols, x, n);
+    return;
+  }
   for (let b = 0; b < n; b++) {
     const xBase = b * cols;
     for (let r = 0; r < rows; r++) {
@@ -74,7 +82,8 @@ export function denseForward(out: Float32Array, w: Float32Array, rows: number, c
 
 /**
  * Backward of denseForward: dw [rows, cols] += dyᵀ · x, and dx [n, cols] += dy · w
- * when dx is given.
+ * when dx is given. On the kernels' matmulDense (where they have one, float32
+ * buffers) both are matmuls over transposed copies; else summed here in float64.
  */
 export function denseBackward(
   dw: Float32Array,
@@ -85,7 +94,22 @@ export function denseBackward(
   x: Float32Array,
   dy: Float32Array,
   n: number,
+  kernels?: Kernels,
 ): void {
+  const fast = denseKernel(kernels, x);
+  if (fast) {
+    // dw[r, c] = Σ_b xᵀ[c, b] dyᵀ[r, b]: the matmul of xᵀ [cols, n] over the rows of dyᵀ [rows, n].
+    const product = new Float32Array(rows * cols);
+    fast(product, transpose(x, n, cols), cols, n, transpose(dy, n, rows), rows);
+    addInto(dw, product);
+    if (dx) {
+      // dx[b, c] = Σ_r wᵀ[c, r] dy[b, r].
+      const dxProduct = new Float32Array(n * cols);
+      fast(dxProduct, transpose(w, rows, cols), cols, rows, dy, n);
+      addInto(dx, dxProduct);
+    }
+    return;
+  }
   const acc = new Float64Array(cols);
   for (let r = 0; r < rows; r++) {
     acc.fill(0);
@@ -110,6 +134,25 @@ export function denseBackward(
     const xBase = b * cols;
     for (let c = 0; c < cols; c++) dx[xBase + c] = dx[xBase + c]! + acc[c]!;
   }
+}
+
+/** The kernels' matmulDense for float32 buffers (float64 runs, the gradient checks', stay here). */
+function denseKernel(kernels: Kernels | undefined, x: Float32Array): Kernels["matmulDense"] {
+  return x instanceof Float32Array ? kernels?.matmulDense?.bind(kernels) : undefined;
+}
+
+/** m [rows, cols] as mᵀ [cols, rows]. */
+function transpose(m: Float32Array, rows: number, cols: number): Float32Array {
+  const t = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) {
+    const base = r * cols;
+    for (let c = 0; c < cols; c++) t[c * rows + r] = m[base + c]!;
+  }
+  return t;
+}
+
+function addInto(target: Float32Array, values: Float32Array): void {
+  for (let i = 0; i < values.length; i++) target[i] = target[i]! + values[i]!;
 }
 
 /** x[r, :] += bias for r < rows. */

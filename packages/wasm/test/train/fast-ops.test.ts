@@ -1,0 +1,191 @@
+/**
+ * The training ops' fast paths (WebAssembly SIMD kernels on the worker pool)
+ * against their TypeScript references at 1 to 4 threads, on shapes that leave
+ * partial SIMD vectors and uneven thread shares.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createWasmKernels } from "../../src/kernels/wasm/index.js";
+import type { Kernels } from "../../src/kernels/types.js";
+import { denseBackward, denseForward, frozenLinearBackward } from "../../src/train/ops/linear.js";
+import { GgmlType } from "@infer/formats";
+import { gatedBackward, gatedForward } from "../../src/train/ops/gated-activation.js";
+import { attentionBackward, attentionForward, referenceAttentionBackward, referenceAttentionForward, type AttentionShape } from "../../src/train/ops/attention.js";
+import { random } from "../kernels/helpers.js";
+import { randomValues, relativeError } from "./gradcheck.js";
+
+const THREADS = [1, 2, 3, 4];
+let pools: Kernels[] = [];
+
+before(async () => {
+  pools = await Promise.all(THREADS.map((threads) => createWasmKernels({ threads, minBytesPerThread: 0 })));
+});
+after(async () => {
+  await Promise.all(pools.map((k) => k.dispose?.()));
+});
+
+function assertClose(name: string, got: ArrayLike<number>, expected: ArrayLike<number>, bound: number): void {
+  const error = relativeError(got, expected);
+  assert.ok(error < bound, `${name}: relative error ${error.toExponential(2)} >= ${bound}`);
+}
+
+/** Token t's sequence start, for consecutive sequences of these lengths. */
+function packed(lengths: number[]): Int32Array {
+  const starts: number[] = [];
+  let start = 0;
+  for (const length of lengths) {
+    for (let i = 0; i < length; i++) starts.push(start);
+    start += length;
+  }
+  return Int32Array.from(starts);
+}
+
+describe("training attention on the WebAssembly kernels equals the TypeScript reference", () => {
+  const cases: { name: string; shape: AttentionShape }[] = [
+    { name: "three sequences, grouped heads of 12", shape: { tokens: 112, numHeads: 6, numKVHeads: 2, headDim: 12, sequenceStart: packed([37, 5, 70]), scale: 0.29, window: 0 } },
+    { name: "one sequence, a window of 9, heads of 16", shape: { tokens: 41, numHeads: 4, numKVHeads: 4, headDim: 16, sequenceStart: packed([41]), scale: 0.25, window: 9 } },
+    { name: "single-token sequences, one KV head of 64", shape: { tokens: 3, numHeads: 3, numKVHeads: 1, headDim: 64, sequenceStart: packed([1, 1, 1]), scale: 0.125, window: 0 } },
+  ];
+  for (const { name, shape } of cases) {
+    it(`${name}: forward output and dq, dk, dv at 1 to 4 threads`, () => {
+      const next = random(7 + shape.tokens);
+      const width = shape.numHeads * shape.headDim;
+      const kvWidth = shape.numKVHeads * shape.headDim;
+      const f32 = (count: number, scale = 1) => randomValues(count, next, scale, false) as Float32Array;
+      const q = f32(shape.tokens * width, 2);
+      const k = f32(shape.tokens * kvWidth, 2);
+      const v = f32(shape.tokens * kvWidth);
+      const dOut = f32(shape.tokens * width);
+      // Gradients are added to what the buffers hold.
+      const dq0 = f32(q.length);
+      const dk0 = f32(k.length);
+      const dv0 = f32(v.length);
+      const expectedOut = new Float32Array(q.length);
+      const saved = referenceAttentionForward(expectedOut, q, k, v, shape);
+      const [dq, dk, dv] = [dq0.slice(), dk0.slice(), dv0.slice()];
+      referenceAttentionBackward(dq, dk, dv, dOut, q, k, v, saved, shape);
+      pools.forEach((kernels, i) => {
+        const label = `${name}, ${THREADS[i]} threads`;
+        const out = new Float32Array(q.length);
+        const fast = attentionForward(out, q, k, v, shape, kernels);
+        assert.ok("logSumExp" in fast, `${label}: the kernels ran the forward`);
+        assertClose(`${label}: out`, out, expectedOut, 1e-6);
+        const grads = [dq0.slice(), dk0.slice(), dv0.slice()] as const;
+        attentionBackward(...grads, dOut, q, k, v, fast, shape, kernels);
+        assertClose(`${label}: dq`, grads[0], dq, 1e-6);
+        assertClose(`${label}: dk`, grads[1], dk, 1e-6);
+        assertClose(`${label}: dv`, grads[2], dv, 1e-6);
+      });
+    });
+  }
+
+  it("heads whose size is not a multiple of 4, and float64 buffers, run the reference", () => {
+    const shape: AttentionShape = { tokens: 4, numHeads: 2, numKVHeads: 1, headDim: 3, sequenceStart: packed([4]), scale: 0.5, window: 0 };
+    const next = random(3);
+    const q = randomValues(24, next, 1, false) as Float32Array;
+    const k = randomValues(12, next, 1, false) as Float32Array;
+    assert.ok("weights" in attentionForward(new Float32Array(24), q, k, k, shape, pools[1]));
+    const wide = { ...shape, headDim: 4 };
+    const q64 = randomValues(32, next) as unknown as Float32Array;
+    const k64 = randomValues(16, next) as unknown as Float32Array;
+    assert.ok("weights" in attentionForward(new Float64Array(32) as unknown as Float32Array, q64, k64, k64, wide, pools[1]));
+  });
+});
+
+describe("LoRA's dense matmuls on the WebAssembly kernels equal the TypeScript reference", () => {
+  // LoRA's shapes (rank rows of A, rank columns of B), and odd sizes that leave partial tiles.
+  for (const [rows, cols, n] of [[8, 96, 37], [96, 8, 37], [5, 13, 3]] as const) {
+    it(`[${rows}, ${cols}] over ${n} rows: forward, weight and input gradients at 1 to 4 threads`, () => {
+      const next = random(rows * 1000 + cols);
+      const f32 = (count: number) => randomValues(count, next, 1, false) as Float32Array;
+      const w = f32(rows * cols);
+      const x = f32(n * cols);
+      const dy = f32(n * rows);
+      const dw0 = f32(w.length);
+      const dx0 = f32(x.length);
+      const expectedOut = new Float32Array(n * rows);
+      denseForward(expectedOut, w, rows, cols, x, n);
+      const [dw, dx] = [dw0.slice(), dx0.slice()];
+      denseBackward(dw, dx, w, rows, cols, x, dy, n);
+      pools.forEach((kernels, i) => {
+        const label = `${THREADS[i]} threads`;
+        const out = new Float32Array(n * rows).fill(NaN);
+        denseForward(out, w, rows, cols, x, n, kernels);
+        assertClose(`${label}: out`, out, expectedOut, 1e-6);
+        const [gotW, gotX] = [dw0.slice(), dx0.slice()];
+        denseBackward(gotW, gotX, w, rows, cols, x, dy, n, kernels);
+        assertClose(`${label}: dw`, gotW, dw, 1e-6);
+        assertClose(`${label}: dx`, gotX, dx, 1e-6);
+        // The same array changed in place is read afresh (the optimizer updates the adapters so).
+        const saved = w.slice();
+        for (let j = 0; j < w.length; j++) w[j] = -2 * w[j]!;
+        denseForward(out, w, rows, cols, x, n, kernels);
+        w.set(saved);
+        assertClose(`${label}: out after w changed`, out, expectedOut.map((value) => -2 * value), 1e-6);
+      });
+    });
+  }
+});
+
+describe("the gated MLP's forward and backward on the WebAssembly kernels equal the TypeScript reference", () => {
+  for (const activation of ["silu", "gelu_tanh"] as const) {
+    it(`${activation}, a partial last vector, large gates of both signs`, () => {
+      const next = random(activation.length);
+      const count = 4099;
+      const f32 = (scale: number) => randomValues(count, next, scale, false) as Float32Array;
+      const gate = f32(12);
+      const up = f32(1);
+      const dOut = f32(1);
+      const dGate0 = f32(1);
+      const dUp0 = f32(1);
+      const [dGate, dUp] = [dGate0.slice(), dUp0.slice()];
+      gatedBackward(dGate, dUp, dOut, gate, up, count, activation);
+      const mixed = new Float32Array(count);
+      gatedForward(mixed, gate, up, count, activation);
+      for (const kernels of pools) {
+        const got = new Float32Array(count).fill(NaN);
+        gatedForward(got, gate, up, count, activation, kernels);
+        assertClose(`${activation} forward`, got, mixed, 1e-6);
+        const [gotGate, gotUp] = [dGate0.slice(), dUp0.slice()];
+        gatedBackward(gotGate, gotUp, dOut, gate, up, count, activation, kernels);
+        assertClose(`${activation} dGate`, gotGate, dGate, 1e-6);
+        assertClose(`${activation} dUp`, gotUp, dUp, 1e-6);
+      }
+    });
+  }
+});
+
+describe("a frozen float base's input gradient on the WebAssembly kernels equals the TypeScript reference", () => {
+  // An F16 view at an odd offset: the transposed copy reads its halves through an aligned copy.
+  for (const [type, offset] of [[GgmlType.F32, 0], [GgmlType.F16, 0], [GgmlType.F16, 1]] as const) {
+    it(`${GgmlType[type]} base starting ${offset} bytes into its buffer, 1 to 4 threads`, () => {
+      const next = random(50 + type + offset);
+      const [rows, cols, n] = [13, 40, 9];
+      // Multiples of 1/8 below 16 in magnitude: exact in both encodings.
+      const values = Float32Array.from(randomValues(rows * cols, next), (v) => Math.round(v * 16) / 8);
+      const bytes = type === GgmlType.F32 ? new Uint8Array(values.buffer) : new Uint8Array(Uint16Array.from(values, halfBits).buffer);
+      const shifted = new Uint8Array(bytes.length + offset);
+      shifted.set(bytes, offset);
+      const w = { type, rows, cols, data: shifted.subarray(offset) };
+      const dy = randomValues(n * rows, next, 1, false) as Float32Array;
+      const dx0 = randomValues(n * cols, next, 1, false) as Float32Array;
+      const expected = dx0.slice();
+      frozenLinearBackward(expected, w, dy, n);
+      for (const kernels of pools) {
+        const got = dx0.slice();
+        frozenLinearBackward(got, w, dy, n, kernels);
+        assertClose(`${GgmlType[type]} dx`, got, expected, 1e-6);
+      }
+    });
+  }
+});
+
+/** The f16 bits of v, a multiple of 1/8 below 16 in magnitude (so exact). */
+function halfBits(v: number): number {
+  if (v === 0) return 0;
+  const sign = v < 0 ? 0x8000 : 0;
+  const a = Math.abs(v);
+  const exponent = Math.floor(Math.log2(a));
+  const mantissa = Math.round((a / 2 ** exponent - 1) * 1024);
+  return sign | ((exponent + 15) << 10) | mantissa;
+}

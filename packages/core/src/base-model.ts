@@ -99,14 +99,29 @@ export abstract class BaseTextModel implements TextModel {
   protected lastMetrics: GenerateMetrics = emptyMetrics();
   private lastError: Error | undefined;
   private closed = false;
-  private queue: Promise<void> = Promise.resolve();
+  /** Calls running now, and those waiting for one of `concurrentCalls()`'s places, in arrival order. */
+  private activeCalls = 0;
+  private readonly waiting: (() => void)[] = [];
+  private readonly idleWaiters: (() => void)[] = [];
   private readonly closing = new AbortController();
   /**
-   * Set while a stream waits at a yield for its consumer: finishes that stream
-   * (backend cleanup, lock release) so `close()` need not wait for a consumer
-   * that may never ask for the next token.
+   * Streams waiting at a yield for their consumers: each entry finishes its
+   * stream (backend cleanup, release of its place) so `close()` need not wait
+   * for a consumer that may never ask for the next token.
    */
-  private parkedStream: (() => Promise<void>) | undefined;
+  private readonly parkedStreams = new Set<() => Promise<void>>();
+
+  /**
+   * How many calls may run on this model at once. A local engine holds one
+   * KV cache and runs one call at a time (batched work goes through
+   * `batchGenerate`); a backend whose calls are independent requests to a
+   * server that batches them itself (remote) allows more, or concurrent
+   * streams would wait for each other. `metrics()` then describes the call
+   * that finished last.
+   */
+  protected concurrentCalls(): number {
+    return 1;
+  }
 
   generate(prompt: string, options?: GenerateOptions): AsyncIterable<Token> {
     return this.streamCall(() => textInput(prompt), options);
@@ -222,9 +237,9 @@ export abstract class BaseTextModel implements TextModel {
     if (this.closed) return;
     this.closed = true;
     this.closing.abort(closedError());
-    await this.parkedStream?.();
-    // Let a running call see the abort and unwind before resources go away.
-    await this.queue.catch(() => undefined);
+    await Promise.all([...this.parkedStreams].map((finish) => finish()));
+    // Let running calls see the abort and unwind before resources go away.
+    await this.idle();
     await this.dispose();
   }
 
@@ -262,7 +277,8 @@ export abstract class BaseTextModel implements TextModel {
   }
 
   /**
-   * Runs `work` alone on this model with a signal that fires on abort or close;
+   * Runs `work` in one of this model's places (alone, unless `concurrentCalls()`
+   * allows more) with a signal that fires on abort or close;
    * backends run their own extra calls (inspection, embeddings) through it too.
    */
   protected async exclusive<T>(work: (signal: AbortSignal) => Promise<T>, userSignal?: AbortSignal): Promise<T> {
@@ -311,17 +327,17 @@ export abstract class BaseTextModel implements TextModel {
             const ready = step.done ? stopper.flush() : stopper.push(step.value);
             for (const [i, token] of ready.entries()) {
               if (i > 0 && signal.aborted) throw abortedError(signal.reason);
-              this.parkedStream = finish;
+              this.parkedStreams.add(finish);
               abandon = idleTimer(resolved.idleTimeoutMs, () => {
                 idle.abort(`the consumer did not ask for the next token within idleTimeoutMs (${resolved.idleTimeoutMs} ms)`);
-                if (this.parkedStream === finish) this.parkedStream = undefined;
+                this.parkedStreams.delete(finish);
                 void finish();
               });
               try {
                 yield token;
               } finally {
                 clearTimeout(abandon);
-                this.parkedStream = undefined;
+                this.parkedStreams.delete(finish);
               }
             }
             if (step.done || stopper.done) {
@@ -361,12 +377,30 @@ export abstract class BaseTextModel implements TextModel {
     return { text: tokens.map((t) => t.text).join(""), tokens, finishReason, metrics: this.metrics() };
   }
 
+  /** A place among `concurrentCalls()`, granted in arrival order; the release it resolves to may be called more than once. */
   private acquire(): Promise<() => void> {
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    const ready = this.queue.then(() => release);
-    this.queue = this.queue.then(() => held);
-    return ready;
+    return new Promise((resolve) => {
+      const grant = () => {
+        this.activeCalls++;
+        let released = false;
+        resolve(() => {
+          if (released) return;
+          released = true;
+          this.activeCalls--;
+          const next = this.waiting.shift();
+          if (next) next();
+          else if (this.activeCalls === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+        });
+      };
+      if (this.activeCalls < Math.max(1, this.concurrentCalls()) && this.waiting.length === 0) grant();
+      else this.waiting.push(grant);
+    });
+  }
+
+  /** Resolves once no call runs or waits. */
+  private idle(): Promise<void> {
+    if (this.activeCalls === 0 && this.waiting.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   /**

@@ -183,6 +183,11 @@ export class RemoteModel extends BaseTextModel {
     this.lastMetrics = CallProgress.sum(progress);
   }
 
+  /** Each call is its own request, and the server batches concurrent ones: up to maxConcurrency calls run at once. */
+  protected override concurrentCalls(): number {
+    return this.settings.maxConcurrency;
+  }
+
   protected async dispose(): Promise<void> {
     // Nothing is held but connections, which close with their streams.
   }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { isModelFileUrl, isServerUrl, loadModel, urlFormat } from "@infer/core";
+import { isInferenceError, isModelFileUrl, isServerUrl, loadModel, urlFormat } from "@infer/core";
 import { assertCode } from "@infer/core/testing";
 import { API_KEY_ENV, endpointOf, loadRemoteModel, type RemoteModel } from "../src/index.js";
 import { fakesClosedAfterTests, json, streamTokens, type SeenRequest } from "./fake-server.js";
@@ -152,20 +152,46 @@ describe("remote: options per dialect", () => {
     assert.deepEqual(tokens.map((t) => [t.id, t.text]), [[1, "a"], [2, "b"]]);
   });
 
-  test("batchGenerate runs at most maxConcurrency requests at once", async () => {
+  /** A server that answers `texts` 50 ms after each request and counts the most requests it held at once. */
+  async function slowServer(texts: string[]) {
     let inFlight = 0;
-    let most = 0;
+    const seen = { most: 0 };
     const server = await fake((_req, res) => {
-      most = Math.max(most, ++inFlight);
+      seen.most = Math.max(seen.most, ++inFlight);
       setTimeout(() => {
         inFlight--;
-        streamTokens(res, ["a"]);
+        streamTokens(res, texts);
       }, 50);
     });
+    return { server, seen };
+  }
+
+  test("batchGenerate runs at most maxConcurrency requests at once", async () => {
+    const { server, seen } = await slowServer(["a"]);
     await using model = await loadRemoteModel(server.url, { remote: { maxConcurrency: 2 } });
     const results = await model.batchGenerate(["p", "q", "r", "s", "t"], { maxTokens: 3 });
     assert.deepEqual(results.map((r) => r.text), ["a", "a", "a", "a", "a"]);
-    assert.equal(most, 2);
+    assert.equal(seen.most, 2);
     assert.equal(server.completions().length, 5);
+  });
+
+  test("concurrent generate calls run as concurrent requests, at most maxConcurrency at once; close waits for them", async () => {
+    // The server batches concurrent requests itself: streams on one remote model must not wait for each other.
+    const { server, seen } = await slowServer(["a", "b"]);
+    const model = await loadRemoteModel(server.url, { remote: { maxConcurrency: 3 } });
+    const texts = await Promise.all(
+      Array.from({ length: 5 }, async () => {
+        let text = "";
+        for await (const token of model.generate("p", { maxTokens: 4 })) text += token.text;
+        return text;
+      }),
+    );
+    assert.deepEqual(texts, ["ab", "ab", "ab", "ab", "ab"]);
+    assert.equal(seen.most, 3);
+    // Two streams parked at their first token: close() finishes both and the model is closed.
+    const parked = [model.generate("p", { maxTokens: 4 })[Symbol.asyncIterator](), model.generate("q", { maxTokens: 4 })[Symbol.asyncIterator]()];
+    for (const stream of parked) assert.equal((await stream.next()).value?.text, "a");
+    await model.close();
+    for (const stream of parked) await assert.rejects(stream.next(), (error: unknown) => isInferenceError(error, "CLOSED") || isInferenceError(error, "ABORTED"));
   });
 });

@@ -29,8 +29,8 @@ const BUNDLE = "./dist/bundle/";
 const ALSO_BUNDLED = {
   // The worker thread and the kernel builds, loaded by URL.
   "@infer/wasm": { modules: ["kernels/wasm/worker.js"], files: ["kernels/wasm/kernels.wasm", "kernels/wasm/kernels-relaxed.wasm"] },
-  // The child process of an isolated model, started by URL.
-  "@infer/llama-cpp": { modules: ["isolate-child.js"] },
+  // The child processes of an isolated model and of the GPU probe, started by URL.
+  "@infer/llama-cpp": { modules: ["isolate-child.js", "gpu-probe-child.js"] },
   // What bin/infer.js imports.
   "@infer/cli": { modules: ["bin.js"] },
 };

@@ -1,4 +1,5 @@
 import type { Llama } from "node-llama-cpp";
+import { defaultProbeCache, probeGpu } from "./gpu-probe.js";
 
 /**
  * The one llama.cpp runtime of this process. node-llama-cpp is imported lazily
@@ -44,25 +45,41 @@ export function nodeLlamaCpp(): Promise<NodeLlamaCpp> {
 export function getRuntime(): Promise<Llama> {
   runtime ??= (async () => {
     const { getLlama, LlamaLogLevel } = await nodeLlamaCpp();
-    const gpuDisabled = process.env.INFER_LLAMA_CPP_GPU === "false";
-    return getLlama({
-      gpu: gpuDisabled ? false : "auto",
-      build: "never",
-      usePrebuiltBinaries: true,
-      progressLogs: false,
-      skipDownload: true,
-      maxThreads: 0,
-      logLevel: LlamaLogLevel.warn,
-      // llama.cpp explains a failed load only in its log; keep the recent lines
-      // for error messages instead of printing them.
-      logger: (level, message) => {
-        const serious = level === LlamaLogLevel.error || level === LlamaLogLevel.fatal;
-        if (serious || (level === LlamaLogLevel.warn && /error|fail|invalid|corrupt|missing|not within|does not/i.test(message))) {
-          recentLog.push(message.trim());
-          if (recentLog.length > RECENT_LOG_LINES) recentLog.shift();
-        }
-      },
-    });
+    const gpuChoice = process.env.INFER_LLAMA_CPP_GPU;
+    const open = (gpu: "auto" | false) =>
+      getLlama({
+        gpu,
+        build: "never",
+        usePrebuiltBinaries: true,
+        progressLogs: false,
+        skipDownload: true,
+        maxThreads: 0,
+        logLevel: LlamaLogLevel.warn,
+        // llama.cpp explains a failed load only in its log; keep the recent lines
+        // for error messages instead of printing them.
+        logger: (level, message) => {
+          const serious = level === LlamaLogLevel.error || level === LlamaLogLevel.fatal;
+          if (serious || (level === LlamaLogLevel.warn && /error|fail|invalid|corrupt|missing|not within|does not/i.test(message))) {
+            recentLog.push(message.trim());
+            if (recentLog.length > RECENT_LOG_LINES) recentLog.shift();
+          }
+        },
+      });
+    const llama = await open(gpuChoice === "false" ? false : "auto");
+    // A GPU picked automatically must first run a model in a child process (gpu-probe.ts);
+    // INFER_LLAMA_CPP_GPU naming the flavour says it is known to work.
+    if (llama.gpu === false || gpuChoice === llama.gpu) return llama;
+    const devices = await llama.getGpuDeviceNames().catch(() => []);
+    const cacheKey = `${llama.llamaCppRelease?.release ?? "?"} ${devices.join(",")}`;
+    const reason = await probeGpu(llama.gpu, { cacheFile: defaultProbeCache(), cacheKey });
+    if (reason === undefined) return llama;
+    process.emitWarning(
+      `llama_cpp: the ${llama.gpu} binary failed a test decode on ${devices.join(", ") || "this GPU"} (${reason}); ` +
+        `running on the CPU instead. INFER_LLAMA_CPP_GPU=false skips the check; docs/llama-cpp.md explains the GPU setup.`,
+      { code: "INFER_GPU_UNUSABLE" },
+    );
+    await llama.dispose();
+    return open(false);
   })();
   runtime.catch((error: unknown) => {
     failure = error instanceof Error ? error.message : String(error);

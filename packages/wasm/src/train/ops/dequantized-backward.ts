@@ -1,12 +1,12 @@
 /**
  * The backward of a frozen linear over a block-quantized base (Q8_0, Q4_0, the
- * K-quants, the kernels' interleaved layouts) on the kernels: dx [n, cols] +=
- * dy [n, rows] · w, as matmuls of dy by panels of wᵀ that the kernels
- * dequantize into a reused float32 buffer (Kernels.dequantizeTransposed). A
- * quantized row's blocks run along its columns, so wᵀ cannot be read in place;
- * a panel costs one decode of its elements, against n multiply-adds each in
- * the product. The reference (frozenLinearBackward's row-by-row loop) stays in
- * linear.ts.
+ * K-quants, the kernels' interleaved layouts) or a half-float one (F16, BF16)
+ * on the kernels: dx [n, cols] += dy [n, rows] · w, as matmuls of dy by panels
+ * of wᵀ that the kernels dequantize into a reused float32 buffer
+ * (Kernels.dequantizeTransposed). A quantized row's blocks run along its
+ * columns, so wᵀ cannot be read in place; a panel costs one decode of its
+ * elements, against n multiply-adds each in the product. The reference
+ * (frozenLinearBackward's row-by-row loop) stays in linear.ts.
  */
 import { GgmlType } from "@infer/formats";
 import type { Kernels, WeightMatrix } from "../../kernels/types.js";

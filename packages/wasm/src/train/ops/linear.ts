@@ -35,16 +35,17 @@ const TRANSPOSE_BLOCK_BYTES = 16 << 20;
  * kernels' 4 GiB for the larger models, and each step's moves are cheap beside
  * its matmuls. A block-quantized base, whose rows cannot be transposed without
  * re-encoding them, stays as stored: the kernels multiply by panels of wᵀ
- * they dequantize (dequantized-backward.ts), or without such a kernel it is
- * dequantized a row at a time here, the reference.
+ * they dequantize (dequantized-backward.ts; F16 and BF16 bases too), or
+ * without such a kernel it is dequantized a row at a time here, the reference.
  */
 export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number, kernels?: Kernels): void {
+  // F16 and BF16 too: widened to float32 by the kernels' threads, their panels beat the halves' transpose here (0.6-0.8x CPU).
+  if (kernels && w.type !== GgmlType.F32 && dequantizedBackward(kernels, dx, w, dy, n)) return;
   const size = FLOAT_BYTES.get(w.type);
   if (kernels && size !== undefined) {
     transposedBackward(kernels, dx, w, dy, n, size);
     return;
   }
-  if (kernels && dequantizedBackward(kernels, dx, w, dy, n)) return;
   const { rows, cols } = w;
   const f32 = w.type === GgmlType.F32 ? float32View(w) : undefined;
   const row = new Float32Array(cols); // one dequantized row

@@ -234,27 +234,7 @@ function matmulDecoded(
     if (wholeGroup) decodeGroupToTile(w + <usize>r * stride, blocks, groupPayload(type), packed);
     for (let k = 0; k < TILE_ROWS && !wholeGroup; k++) {
       const row = r + min(k, count - 1);
-      const decoded = scratch + <usize>k * decodedBytes;
-      const rowScales = scales + <usize>k * rowValuesBytes;
-      const rowMins = mins + <usize>k * rowValuesBytes;
-      const plainRow = w + <usize>row * stride;
-      // A row of an interleaved group (the tail rows after the groups are plain).
-      const grouped = isGrouped(type) && row < (rows & ~3);
-      const group = w + <usize>(row & ~3) * stride;
-      if (type == Q8_0 || type == Q8_0_X4) {
-        // Block i's scale at scaleAt + i * blockStride, its quants 2 bytes on, or at the row's lane offset in a group.
-        const scaleAt = grouped ? group + 2 * <usize>(row & 3) : plainRow;
-        const quantsAt = grouped ? group + 8 + 32 * <usize>(row & 3) : plainRow + 2;
-        decodeQ8_0(scaleAt, quantsAt, grouped ? groupBlockBytes(32) : 34, blocks, decoded, rowScales, rowMins);
-      } else if (grouped && (type == Q5_0_X4 || type == Q5_1_X4)) {
-        decodeGroupRowFiveBits(group, row & 3, blocks, decoded, rowScales, rowMins, type == Q5_1_X4);
-      } else if (grouped) {
-        decodeGroupRowQ4_0(group, row & 3, blocks, decoded, rowScales, rowMins); // signed-nibble lanes
-      } else if (type == Q4_0 || type == Q4_0_X4) {
-        decodeQ4_0(plainRow, blocks, decoded, rowScales, rowMins);
-      } else {
-        decodeRow(plainLegacy(type), plainRow, cols, decoded, rowScales, rowMins); // Q5_0_X4 / Q5_1_X4: a tail row
-      }
+      decodeRowSpan(type, w, rows, cols, row, 0, cols, scratch + <usize>k * decodedBytes, scales + <usize>k * rowValuesBytes, mins + <usize>k * rowValuesBytes);
     }
     const tileOut = out + (<usize>(r - rowStart) << 2);
     const outStrideBytes = <usize>outStride << 2; // from one activation row's outputs to the next
@@ -290,6 +270,113 @@ function matmulDecoded(
       b += tokens;
     }
   }
+}
+
+/**
+ * Columns [from, from + count) of row `row` of w (a quantized type, F16 or BF16) in plain
+ * form: int16 quants, scales and mins per block of 32 (decoded = scale * q16 - min), or f32
+ * for F16 / BF16. from and count: whole blocks of the type (256 elements for the K-quants).
+ */
+function decodeRowSpan(type: i32, w: usize, rows: i32, cols: i32, row: i32, from: i32, count: i32, decoded: usize, rowScales: usize, rowMins: usize): void {
+  const stride = <usize>rowBytes(type, cols);
+  const blocks = count / 32;
+  // The span's first byte in a plain row (rowBytes of the elements before it).
+  const plainRow = w + <usize>row * stride + <usize>rowBytes(type, from);
+  // A row of an interleaved group (the tail rows after the groups are plain): the span's first group block.
+  const grouped = isGrouped(type) && row < (rows & ~3);
+  const group = w + <usize>(row & ~3) * stride + <usize>(from / 32) * groupBlockBytes(groupPayload(type), type == Q5_1_X4);
+  if (type == Q8_0 || type == Q8_0_X4) {
+    // Block i's scale at scaleAt + i * blockStride, its quants 2 bytes on, or at the row's lane offset in a group.
+    const scaleAt = grouped ? group + 2 * <usize>(row & 3) : plainRow;
+    const quantsAt = grouped ? group + 8 + 32 * <usize>(row & 3) : plainRow + 2;
+    decodeQ8_0(scaleAt, quantsAt, grouped ? groupBlockBytes(32) : 34, blocks, decoded, rowScales, rowMins);
+  } else if (grouped && (type == Q5_0_X4 || type == Q5_1_X4)) {
+    decodeGroupRowFiveBits(group, row & 3, blocks, decoded, rowScales, rowMins, type == Q5_1_X4);
+  } else if (grouped) {
+    decodeGroupRowQ4_0(group, row & 3, blocks, decoded, rowScales, rowMins); // signed-nibble lanes
+  } else if (type == Q4_0 || type == Q4_0_X4) {
+    decodeQ4_0(plainRow, blocks, decoded, rowScales, rowMins);
+  } else {
+    decodeRow(plainLegacy(type), plainRow, count, decoded, rowScales, rowMins); // Q5_0_X4 / Q5_1_X4: a tail row
+  }
+}
+
+/** Scratch bytes one thread of dequantizeTransposed needs for spans of `count` columns. */
+export function transposeScratchBytes(count: i32): i32 {
+  return TILE_ROWS * count * 4 + 2 * TILE_ROWS * (count / 32) * 4;
+}
+
+/**
+ * Rows [rowStart, rowEnd) and columns [from, from + count) of w dequantized to f32 and
+ * transposed: element (r, c) to out + ((c - from) * outStride + r - rowStart) * 4 (training's
+ * backward through a frozen matrix reads wᵀ). Four rows at a time are decoded as matmul decodes
+ * them (decodeRowSpan) into this thread's `scratch` (transposeScratchBytes(count)), then
+ * written four columns at a time, each column's four values one vector. from and count: whole
+ * blocks of the type (256 elements for the K-quants, 32 for the others, 4 for the float types).
+ */
+export function dequantizeTransposed(type: i32, w: usize, rows: i32, cols: i32, from: i32, count: i32, out: usize, outStride: i32, rowStart: i32, rowEnd: i32, scratch: usize): void {
+  const halves = type == F16 || type == BF16;
+  const floats = halves || type == F32;
+  const decodedBytes = <usize>count * (halves ? 4 : 2);
+  const valuesBytes = <usize>(count / 32) * 4; // one row's scales (or mins)
+  const scales = scratch + TILE_ROWS * decodedBytes;
+  const mins = scales + TILE_ROWS * valuesBytes;
+  const columnBytes = <usize>outStride << 2;
+  for (let r = rowStart; r < rowEnd; r += TILE_ROWS) {
+    const tile = min(TILE_ROWS, rowEnd - r);
+    // Row k's f32 values (F32: in place), or its int16 quants at scratch + k * decodedBytes.
+    const last = r + tile - 1;
+    let p0 = scratch;
+    let p1 = scratch + decodedBytes;
+    let p2 = scratch + 2 * decodedBytes;
+    let p3 = scratch + 3 * decodedBytes;
+    if (type == F32) {
+      const rowBytesF32 = <usize>cols << 2;
+      const at = w + (<usize>from << 2);
+      p0 = at + <usize>r * rowBytesF32;
+      p1 = at + <usize>min(r + 1, last) * rowBytesF32;
+      p2 = at + <usize>min(r + 2, last) * rowBytesF32;
+      p3 = at + <usize>min(r + 3, last) * rowBytesF32;
+    } else {
+      for (let k = 0; k < TILE_ROWS; k++) {
+        decodeRowSpan(type, w, rows, cols, min(r + k, last), from, count, scratch + <usize>k * decodedBytes, scales + <usize>k * valuesBytes, mins + <usize>k * valuesBytes);
+      }
+    }
+    let to = out + (<usize>(r - rowStart) << 2);
+    for (let j = 0; j < count; j += 4) {
+      let v0: v128, v1: v128, v2: v128, v3: v128;
+      if (floats) {
+        const o = <usize>j << 2;
+        v0 = v128.load(p0 + o);
+        v1 = v128.load(p1 + o);
+        v2 = v128.load(p2 + o);
+        v3 = v128.load(p3 + o);
+      } else {
+        const o = <usize>j << 1;
+        const b = <usize>(j >> 5) << 2; // the block's scale and min
+        v0 = dequantized4(p0 + o, scales + b, mins + b);
+        v1 = dequantized4(p1 + o, scales + valuesBytes + b, mins + valuesBytes + b);
+        v2 = dequantized4(p2 + o, scales + 2 * valuesBytes + b, mins + 2 * valuesBytes + b);
+        v3 = dequantized4(p3 + o, scales + 3 * valuesBytes + b, mins + 3 * valuesBytes + b);
+      }
+      // Vector i: column j + i of the four rows.
+      const t0 = i32x4.shuffle(v0, v1, 0, 4, 1, 5);
+      const t1 = i32x4.shuffle(v0, v1, 2, 6, 3, 7);
+      const t2 = i32x4.shuffle(v2, v3, 0, 4, 1, 5);
+      const t3 = i32x4.shuffle(v2, v3, 2, 6, 3, 7);
+      storeLanes(to, i32x4.shuffle(t0, t2, 0, 1, 4, 5), tile);
+      storeLanes(to + columnBytes, i32x4.shuffle(t0, t2, 2, 3, 6, 7), tile);
+      storeLanes(to + 2 * columnBytes, i32x4.shuffle(t1, t3, 0, 1, 4, 5), tile);
+      storeLanes(to + 3 * columnBytes, i32x4.shuffle(t1, t3, 2, 3, 6, 7), tile);
+      to += 4 * columnBytes;
+    }
+  }
+}
+
+/** Four int16 quants at q16 as f32: scale * q - min (decode.ts's plain form). */
+function dequantized4(q16: usize, scale: usize, minimum: usize): v128 {
+  const q = f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(v128.load64_zero(q16)));
+  return f32x4.sub(f32x4.mul(q, v128.load32_splat(scale)), v128.load32_splat(minimum));
 }
 
 /**

@@ -78,6 +78,16 @@ export interface Kernels {
    */
   matmulDense?(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, batch: number): void;
   /**
+   * out [colCount, rowCount] = rows rowFrom .. rowFrom + rowCount and columns colFrom ..
+   * colFrom + colCount of w, dequantized to float32 and transposed (a panel of wᵀ, what
+   * training's backward through a frozen matrix multiplies by). colFrom and colCount:
+   * multiples of `dequantizeTransposedAlign(w.type)`. Absent, or that returns 0 for the
+   * type: the caller dequantizes rows itself (dequant.ts).
+   */
+  dequantizeTransposed?(out: Float32Array, w: WeightMatrix, rowFrom: number, rowCount: number, colFrom: number, colCount: number): void;
+  /** The column alignment dequantizeTransposed needs for `type` (its block's elements), 0 where it does not read it. */
+  dequantizeTransposedAlign?(type: MatrixType): number;
+  /**
    * A matrix as these kernels compute fastest with it, made once at load:
    * either `w` itself or the same values in a layout of the kernels' own (the
    * WebAssembly kernels interleave Q4_0, Q8_0, Q5_0 and Q5_1 rows by four: KernelLayout.Q4_0_X4). Bytes

@@ -13,7 +13,7 @@
  */
 import { InferenceError } from "@infer/core";
 import { platform } from "#platform";
-import type { AttentionKernel, Kernels, TrainingAttentionKernel, WeightMatrix } from "../types.js";
+import type { AttentionKernel, Kernels, MatrixType, TrainingAttentionKernel, WeightMatrix } from "../types.js";
 import type { Activation, addBias, addInPlace, applyRope, rmsNorm } from "../ops.js";
 import { SharedArena } from "./arena.js";
 import { AttentionHost } from "./attention-host.js";
@@ -21,6 +21,7 @@ import { KernelContext } from "./context.js";
 import { ElementwiseHost } from "./elementwise-host.js";
 import { MatmulHost } from "./matmul-host.js";
 import { TrainAttentionHost } from "./train-attention-host.js";
+import { transposeAlign, TransposeHost } from "./transpose-host.js";
 import { WorkerPool } from "./pool.js";
 import { CONTROL_BYTES, type KernelExports } from "./protocol.js";
 import { wasmApi, type WasmModule } from "./webassembly.js";
@@ -163,6 +164,7 @@ class WasmKernels implements Kernels {
   private readonly matmuls: MatmulHost;
   private readonly attentions: AttentionHost;
   private readonly elementwise: ElementwiseHost;
+  private readonly transposes: TransposeHost;
 
   constructor(
     private readonly ctx: KernelContext,
@@ -173,6 +175,7 @@ class WasmKernels implements Kernels {
     this.matmuls = new MatmulHost(ctx);
     this.attentions = new AttentionHost(ctx);
     this.elementwise = new ElementwiseHost(ctx);
+    this.transposes = new TransposeHost(ctx);
     this.trainingAttention = new TrainAttentionHost(ctx);
     this.rmsNorm = this.elementwise.rmsNorm;
     this.rope = this.elementwise.rope;
@@ -197,6 +200,14 @@ class WasmKernels implements Kernels {
 
   matmulGated(out: Float32Array, gate: WeightMatrix, up: WeightMatrix, x: Float32Array, batch: number, activation: Activation): void {
     this.matmuls.matmulGated(out, gate, up, x, batch, activation);
+  }
+
+  dequantizeTransposed(out: Float32Array, w: WeightMatrix, rowFrom: number, rowCount: number, colFrom: number, colCount: number): void {
+    this.transposes.dequantizeTransposed(out, w, rowFrom, rowCount, colFrom, colCount);
+  }
+
+  dequantizeTransposedAlign(type: MatrixType): number {
+    return transposeAlign(type);
   }
 
   prepareMatrix(w: WeightMatrix): WeightMatrix {

@@ -13,7 +13,7 @@ import type { KernelContext } from "./context.js";
 import { gatedTileRows, JobArgs, MAX_MATRICES, Op } from "./protocol.js";
 
 /** Types kernels.wasm reads itself; others go through the reference kernel. */
-const WASM_TYPES: ReadonlySet<MatrixType> = new Set([
+export const WASM_TYPES: ReadonlySet<MatrixType> = new Set([
   KernelLayout.Q4_0_X4,
   KernelLayout.Q8_0_X4,
   KernelLayout.Q5_0_X4,
@@ -35,7 +35,7 @@ const FLOAT_TYPES: ReadonlySet<MatrixType> = new Set([GgmlType.F32, GgmlType.F16
 const ACTIVATION_BLOCK = 32;
 
 /** Bytes of a row of `cols` in `type`, the kernels' own layouts included (Q4_0_X4 moves Q4_0's bytes). */
-function storedRowBytes(type: MatrixType, cols: number): number {
+export function storedRowBytes(type: MatrixType, cols: number): number {
   return rowBytes(plainTypeOf(type), cols);
 }
 

@@ -36,6 +36,20 @@ export interface KernelExports {
     rowEnd: number,
     outStride: number,
   ): void;
+  transposeScratchBytes(count: number): number;
+  dequantizeTransposed(
+    type: number,
+    w: number,
+    rows: number,
+    cols: number,
+    from: number,
+    count: number,
+    out: number,
+    outStride: number,
+    rowStart: number,
+    rowEnd: number,
+    scratch: number,
+  ): void;
   gatedActivation(out: number, gate: number, up: number, rows: number, batch: number, rowStart: number, rowEnd: number, kind: number, upStride: number): void;
   gatedBackward(dGate: number, dUp: number, dOut: number, gate: number, up: number, count: number, kind: number): void;
   rmsNorm(out: number, x: number, weight: number, rows: number, dim: number, eps: number, unitOffset: number): void;
@@ -203,6 +217,12 @@ export const Op = {
    * (sequence x KV head, each owning its keys' and values' gradient rows) interleaved across threads.
    */
   TRAIN_ATTENTION_BACKWARD: 6,
+  /**
+   * Kernels.dequantizeTransposed (assembly/index.ts). args: type, w, rows, cols, colFrom,
+   * colCount, out, rowFrom, rowCount, scratch, scratchStride: the panel's rows split across
+   * threads in tiles of four, thread i's decoded rows at scratch + i * scratchStride.
+   */
+  DEQUANTIZE_TRANSPOSED: 7,
 } as const;
 
 const floatScratch = new Float32Array(1);
@@ -433,6 +453,19 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
       if (first === end) return;
       const groupBytes = 4 * exports.rowBytes(type, cols);
       exports.interleave(type, w + first * groupBytes, (end - first) * 4, cols, scratch + index * scratchStride);
+      return;
+    }
+    case Op.DEQUANTIZE_TRANSPOSED: {
+      const rowFrom = control[a + 7]!;
+      const rowCount = control[a + 8]!;
+      const [first, end] = shareOf(Math.ceil(rowCount / 4), index, threads);
+      if (first === end) return;
+      const start = rowFrom + first * 4;
+      const u = (i: number) => control[a + i]! >>> 0;
+      exports.dequantizeTransposed(
+        control[a]!, u(1), control[a + 2]!, control[a + 3]!, control[a + 4]!, control[a + 5]!,
+        u(6) + first * 16, rowCount, start, Math.min(rowFrom + rowCount, rowFrom + end * 4), u(9) + index * control[a + 10]!,
+      );
       return;
     }
     default:

@@ -2,13 +2,14 @@
  * Linear layers, forward and backward. A frozen base matrix stays in its
  * stored encoding (F32, F16, BF16, Q8_0, K-quants, the kernels' interleaved
  * layouts): the forward runs it through the kernels' matmul, the backward
- * dequantizes one row at a time. Dense float32 matrices (LoRA's A and B) are
+ * through matmuls by its transpose. Dense float32 matrices (LoRA's A and B) are
  * trained, so their backward also gives the weight gradient. Sums run in float64.
  */
 import { GgmlType } from "@infer/formats";
 import type { Kernels, WeightMatrix } from "../../kernels/types.js";
 import { dequantizeMatrixRow, float32View } from "../../kernels/dequant.js";
 import { workspaceOf } from "./buffers.js";
+import { dequantizedBackward } from "./dequantized-backward.js";
 
 /** out [n, w.rows] = x [n, w.cols] · wᵀ (+ bias [w.rows]). */
 export function frozenLinearForward(kernels: Kernels, out: Float32Array, w: WeightMatrix, x: Float32Array, n: number, bias?: Float32Array): void {
@@ -33,10 +34,13 @@ const TRANSPOSE_BLOCK_BYTES = 16 << 20;
  * model's weights would double a float base's memory and overflow the
  * kernels' 4 GiB for the larger models, and each step's moves are cheap beside
  * its matmuls. A block-quantized base, whose rows cannot be transposed without
- * re-encoding them, stays as stored, dequantized a row at a time here
- * (QLoRA's memory, not its speed).
+ * re-encoding them, stays as stored: the kernels multiply by panels of wᵀ
+ * they dequantize (dequantized-backward.ts; F16 and BF16 bases too), or
+ * without such a kernel it is dequantized a row at a time here, the reference.
  */
 export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number, kernels?: Kernels): void {
+  // F16 and BF16 too: widened to float32 by the kernels' threads, their panels beat the halves' transpose here (0.6-0.8x CPU).
+  if (kernels && w.type !== GgmlType.F32 && dequantizedBackward(kernels, dx, w, dy, n)) return;
   const size = FLOAT_BYTES.get(w.type);
   if (kernels && size !== undefined) {
     transposedBackward(kernels, dx, w, dy, n, size);

@@ -39,6 +39,7 @@ export interface KernelExports {
   gatedActivation(out: number, gate: number, up: number, rows: number, batch: number, rowStart: number, rowEnd: number, kind: number, upStride: number): void;
   gatedBackward(dGate: number, dUp: number, dOut: number, gate: number, up: number, count: number, kind: number): void;
   rmsNorm(out: number, x: number, weight: number, rows: number, dim: number, eps: number, unitOffset: number): void;
+  crossEntropyRows(logits: number, targets: number, losses: number, vocab: number, gradScale: number, gradient: number, start: number, end: number): void;
   rope(x: number, tokens: number, heads: number, headDim: number, cos: number, sin: number, pairs: number, neox: number): void;
   addRepeated(x: number, y: number, count: number, period: number): void;
   argmax(x: number, count: number): number;
@@ -203,6 +204,11 @@ export const Op = {
    * (sequence x KV head, each owning its keys' and values' gradient rows) interleaved across threads.
    */
   TRAIN_ATTENTION_BACKWARD: 6,
+  /**
+   * Training's cross-entropy (assembly/train-loss.ts). args: logits, targets, losses, rows, vocab,
+   * gradScale (float bits), gradient (0 or 1) — the rows split across threads in contiguous shares.
+   */
+  CROSS_ENTROPY: 7,
 } as const;
 
 const floatScratch = new Float32Array(1);
@@ -425,6 +431,11 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         control[a + 10]!, control[a + 11]!, control[a + 12]!, bitsToFloat(control[a + 13]!),
         u(14) + index * scratchStride, scratchStride, index, items, threads,
       );
+      return;
+    }
+    case Op.CROSS_ENTROPY: {
+      const [start, end] = shareOf(control[a + 3]!, index, threads);
+      if (start < end) exports.crossEntropyRows(control[a]! >>> 0, control[a + 1]! >>> 0, control[a + 2]! >>> 0, control[a + 4]!, bitsToFloat(control[a + 5]!), control[a + 6]!, start, end);
       return;
     }
     case Op.INTERLEAVE: {

@@ -116,6 +116,12 @@ export interface Kernels {
    */
   crossEntropy?(logits: Float32Array, targets: Int32Array, rows: number, vocab: number, losses: Float64Array, gradScale: number, gradient: boolean): void;
   /**
+   * out [count, w.rows] = the columns from .. from + count of a float weight w, transposed, as
+   * elements of `size` bytes (4: F32, 2: F16 / BF16): training's input gradient of a frozen float
+   * linear runs over such blocks of wᵀ. Training transposes in TypeScript (src/train/ops/linear.ts) when absent.
+   */
+  transposeColumns?(w: WeightMatrix, size: number, from: number, count: number, out: Uint8Array): void;
+  /**
    * Memory the kernels read in place (the WebAssembly kernels' shared memory).
    * A loader that copies each weight into a view from here once, at load time,
    * spares the kernels a copy of their own; x and out views from here skip

@@ -192,10 +192,11 @@ describe("cross-entropy over the vocabulary on the WebAssembly kernels equals th
 
 describe("a frozen float base's input gradient on the WebAssembly kernels equals the TypeScript reference", () => {
   // An F16 view at an odd offset: the transposed copy reads its halves through an aligned copy.
-  for (const [type, offset] of [[GgmlType.F32, 0], [GgmlType.F16, 0], [GgmlType.F16, 1]] as const) {
-    it(`${GgmlType[type]} base starting ${offset} bytes into its buffer, 1 to 4 threads`, () => {
-      const next = random(50 + type + offset);
-      const [rows, cols, n] = [13, 40, 9];
+  // [131, 70]: more than one tile of the kernels' transpose each way, partial ones at both ends.
+  for (const [type, offset, rows, cols] of [[GgmlType.F32, 0, 13, 40], [GgmlType.F16, 0, 13, 40], [GgmlType.F16, 1, 13, 40], [GgmlType.F32, 0, 131, 70], [GgmlType.F16, 0, 131, 70]] as const) {
+    it(`${GgmlType[type]} [${rows}, ${cols}] base starting ${offset} bytes into its buffer, 1 to 4 threads`, () => {
+      const next = random(50 + type + offset + rows);
+      const n = 9;
       // Multiples of 1/8 below 16 in magnitude: exact in both encodings.
       const values = Float32Array.from(randomValues(rows * cols, next), (v) => Math.round(v * 16) / 8);
       const bytes = type === GgmlType.F32 ? new Uint8Array(values.buffer) : new Uint8Array(Uint16Array.from(values, halfBits).buffer);

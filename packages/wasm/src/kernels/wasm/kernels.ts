@@ -21,7 +21,7 @@ import { KernelContext } from "./context.js";
 import { ElementwiseHost } from "./elementwise-host.js";
 import { MatmulHost } from "./matmul-host.js";
 import { TrainAttentionHost } from "./train-attention-host.js";
-import { TrainLossHost } from "./train-loss-host.js";
+import { TrainOpsHost } from "./train-ops-host.js";
 import { WorkerPool } from "./pool.js";
 import { CONTROL_BYTES, type KernelExports } from "./protocol.js";
 import { wasmApi, type WasmModule } from "./webassembly.js";
@@ -182,7 +182,9 @@ class WasmKernels implements Kernels {
     this.argmax = this.elementwise.argmax;
     this.gatedBackward = this.elementwise.gatedBackward;
     this.gatedForward = this.elementwise.gatedForward;
-    this.crossEntropy = new TrainLossHost(ctx).crossEntropy;
+    const trainOps = new TrainOpsHost(ctx);
+    this.crossEntropy = trainOps.crossEntropy;
+    this.transposeColumns = trainOps.transposeColumns;
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -214,6 +216,7 @@ class WasmKernels implements Kernels {
   readonly gatedBackward: NonNullable<Kernels["gatedBackward"]>;
   readonly gatedForward: NonNullable<Kernels["gatedForward"]>;
   readonly crossEntropy: NonNullable<Kernels["crossEntropy"]>;
+  readonly transposeColumns: NonNullable<Kernels["transposeColumns"]>;
 
   readonly trainingAttention: TrainingAttentionKernel;
 

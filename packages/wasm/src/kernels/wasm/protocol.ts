@@ -40,6 +40,7 @@ export interface KernelExports {
   gatedBackward(dGate: number, dUp: number, dOut: number, gate: number, up: number, count: number, kind: number): void;
   rmsNorm(out: number, x: number, weight: number, rows: number, dim: number, eps: number, unitOffset: number): void;
   crossEntropyRows(logits: number, targets: number, losses: number, vocab: number, gradScale: number, gradient: number, start: number, end: number): void;
+  transposeColumns(src: number, cols: number, from: number, count: number, dst: number, rows: number, size: number, rowStart: number, rowEnd: number): void;
   rope(x: number, tokens: number, heads: number, headDim: number, cos: number, sin: number, pairs: number, neox: number): void;
   addRepeated(x: number, y: number, count: number, period: number): void;
   argmax(x: number, count: number): number;
@@ -209,6 +210,11 @@ export const Op = {
    * gradScale (float bits), gradient (0 or 1) — the rows split across threads in contiguous shares.
    */
   CROSS_ENTROPY: 7,
+  /**
+   * Training's transposed block of a float weight (assembly/transpose.ts). args: src, cols, from,
+   * count, dst, rows, size (element bytes) — the source rows split across threads in groups of four.
+   */
+  TRANSPOSE: 8,
 } as const;
 
 const floatScratch = new Float32Array(1);
@@ -436,6 +442,12 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
     case Op.CROSS_ENTROPY: {
       const [start, end] = shareOf(control[a + 3]!, index, threads);
       if (start < end) exports.crossEntropyRows(control[a]! >>> 0, control[a + 1]! >>> 0, control[a + 2]! >>> 0, control[a + 4]!, bitsToFloat(control[a + 5]!), control[a + 6]!, start, end);
+      return;
+    }
+    case Op.TRANSPOSE: {
+      const rows = control[a + 5]!;
+      const [first, end] = shareOf(Math.ceil(rows / 4), index, threads);
+      if (first < end) exports.transposeColumns(control[a]! >>> 0, control[a + 1]!, control[a + 2]!, control[a + 3]!, control[a + 4]! >>> 0, rows, control[a + 6]!, 4 * first, Math.min(rows, 4 * end));
       return;
     }
     case Op.INTERLEAVE: {

@@ -1,24 +1,29 @@
 /**
- * The host half of training's cross-entropy (assembly/train-loss.ts): the
- * logits are read and their gradient written in place when they live in the
- * arena (the head's chunk of logits does), else staged in and copied back;
- * the threads split the rows.
+ * The host halves of training's light ops on the worker pool: the
+ * cross-entropy (assembly/train-loss.ts), whose logits are read and gradient
+ * written in place when they live in the arena (the head's chunk of logits
+ * does), else staged in and copied back, the threads splitting the rows; and
+ * the transposed blocks of float weights (assembly/transpose.ts), read where
+ * the weights live in the arena and written in place into a block there.
  */
 import { InferenceError } from "@infer/core";
+import type { WeightMatrix } from "../types.js";
 import type { Scratch } from "./arena.js";
 import type { KernelContext } from "./context.js";
 import { floatToBits, JobArgs, Op } from "./protocol.js";
 
-export class TrainLossHost {
+export class TrainOpsHost {
   private readonly logitStage: Scratch;
   private readonly targetStage: Scratch;
   private readonly lossStage: Scratch;
+  private readonly transposeStage: Scratch;
   private readonly args = new JobArgs();
 
   constructor(private readonly ctx: KernelContext) {
     this.logitStage = ctx.scratch();
     this.targetStage = ctx.scratch();
     this.lossStage = ctx.scratch();
+    this.transposeStage = ctx.scratch();
   }
 
   /** Kernels.crossEntropy. */
@@ -41,5 +46,24 @@ export class TrainLossHost {
     ctx.pool.run(Op.CROSS_ENTROPY, args, Math.min(rows, ctx.threadsFor(count * 4)));
     losses.set(new Float64Array(ctx.arena.heap.buffer, lossesAt, rows));
     if (gradient) ctx.copyOut(logits, logitsAt, count);
+  };
+
+  /** Kernels.transposeColumns. */
+  readonly transposeColumns = (w: WeightMatrix, size: number, from: number, count: number, out: Uint8Array): void => {
+    const { ctx } = this;
+    const { rows, cols, data } = w;
+    if ((size !== 2 && size !== 4) || !Number.isInteger(from) || !Number.isInteger(count) || from < 0 || count < 0 || from + count > cols) {
+      throw new InferenceError("INTERNAL", `transposeColumns: columns ${from} + ${count} of [${rows}, ${cols}] in ${size}-byte elements`);
+    }
+    const bytes = count * rows * size;
+    if (data.byteLength < rows * cols * size || out.byteLength < bytes) throw new InferenceError("INTERNAL", `transposeColumns: buffers too small for [${rows}, ${cols}]`);
+    ctx.checkOpen();
+    if (bytes === 0) return;
+    const srcAt = ctx.residentAddress(data, rows * cols * size);
+    const inPlace = ctx.arena.addressOf(out);
+    const dstAt = inPlace ?? this.transposeStage.ensure(bytes);
+    const args = this.args.clear().add(srcAt).add(cols).add(from).add(count).add(dstAt).add(rows).add(size);
+    ctx.pool.run(Op.TRANSPOSE, args, Math.min(Math.ceil(rows / 4), ctx.threadsFor(bytes)));
+    if (inPlace === undefined) out.set(ctx.arena.heap.subarray(dstAt, dstAt + bytes));
   };
 }

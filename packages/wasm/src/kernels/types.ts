@@ -119,6 +119,19 @@ export interface Kernels {
   /** Training's forward of the same: out = act(gate) · up over `count` elements (the reference: src/train/ops/gated-activation.ts). */
   gatedForward?(out: Float32Array, gate: Float32Array, up: Float32Array, count: number, activation: Activation): void;
   /**
+   * Training's cross-entropy over logits [rows, vocab] with targets [rows] (−1: none): each row's
+   * loss log Σ exp(logits) − logits[target] into losses [rows] (0 without a target), and with
+   * `gradient` the logits overwritten by their gradient (softmax − one-hot) · gradScale (zeros
+   * without a target). Training uses its TypeScript reference (src/train/ops/cross-entropy.ts) when absent.
+   */
+  crossEntropy?(logits: Float32Array, targets: Int32Array, rows: number, vocab: number, losses: Float64Array, gradScale: number, gradient: boolean): void;
+  /**
+   * out [count, w.rows] = the columns from .. from + count of a float weight w, transposed, as
+   * elements of `size` bytes (4: F32, 2: F16 / BF16): training's input gradient of a frozen float
+   * linear runs over such blocks of wᵀ. Training transposes in TypeScript (src/train/ops/linear.ts) when absent.
+   */
+  transposeColumns?(w: WeightMatrix, size: number, from: number, count: number, out: Uint8Array): void;
+  /**
    * Memory the kernels read in place (the WebAssembly kernels' shared memory).
    * A loader that copies each weight into a view from here once, at load time,
    * spares the kernels a copy of their own; x and out views from here skip

@@ -182,7 +182,7 @@ function headLoss(graph: TrainingGraph, selected: Float32Array, targets: Int32Ar
     const count = Math.min(chunk, m - from);
     const rows = normed.subarray(from * hidden, (from + count) * hidden);
     frozenLinearForward(kernels, logits, head.output, rows, count);
-    sum = crossEntropy(logits, targets.subarray(from, from + count), count, vocab, dNormed && logits, 1 / m, sum);
+    sum = crossEntropy(logits, targets.subarray(from, from + count), count, vocab, dNormed && logits, 1 / m, sum, kernels);
     if (dNormed) frozenLinearBackward(dNormed.subarray(from * hidden, (from + count) * hidden), head.output, logits, count, kernels);
   }
   if (!dNormed) return { sum };

@@ -301,12 +301,14 @@ export function trainingGraph(transformer: Transformer, adapter: TrainedAdapter 
  * The share of the weights' bytes a step keeps as activations when the caller
  * leaves gradientCheckpointing unset; later blocks are recomputed in the
  * backward. At the batches training uses, every block's activations come to
- * more than the weights (twice an F32 base's, five times a Q8_0 one's, for
+ * more than the weights (1.7 times an F32 base's, five times a Q8_0 one's, for
  * 1,024 tokens of a SmolLM2-shaped model), so keeping them all would make them
- * most of a step's memory, while the recomputed forwards are a small part of
- * a step's time beside the backward (measured in docs/performance.md).
+ * most of a step's memory; each recomputed block costs a forward's matmuls
+ * (about a third of its share of a step, once the transposes and the head's
+ * loss left TypeScript). As many blocks as the weights' bytes hold keeps the
+ * SmolLM2 shape's F32 peak at about 0.4x PyTorch's (docs/performance.md).
  */
-const ACTIVATION_SHARE_OF_WEIGHTS = 0.25;
+const ACTIVATION_SHARE_OF_WEIGHTS = 1;
 
 function activationBudget(transformer: Transformer): number {
   return transformer.weightBytes * ACTIVATION_SHARE_OF_WEIGHTS;

@@ -10,6 +10,7 @@ import type { Kernels } from "../../src/kernels/types.js";
 import { denseBackward, denseForward, frozenLinearBackward } from "../../src/train/ops/linear.js";
 import { GgmlType } from "@infer/formats";
 import { gatedBackward, gatedForward } from "../../src/train/ops/gated-activation.js";
+import { crossEntropy } from "../../src/train/ops/cross-entropy.js";
 import { attentionBackward, attentionForward, referenceAttentionBackward, referenceAttentionForward, type AttentionShape } from "../../src/train/ops/attention.js";
 import { random } from "../kernels/helpers.js";
 import { randomValues, relativeError } from "./gradcheck.js";
@@ -155,12 +156,47 @@ describe("the gated MLP's forward and backward on the WebAssembly kernels equal 
   }
 });
 
+describe("cross-entropy over the vocabulary on the WebAssembly kernels equals the TypeScript reference", () => {
+  // A vocabulary with a partial last vector, logits wide enough that exp flushes some, rows without a target,
+  // and more rows than threads or fewer.
+  for (const [rows, vocab] of [[11, 1031], [2, 4096], [5, 7]] as const) {
+    it(`[${rows}, ${vocab}]: the summed loss and the gradient over the logits at 1 to 4 threads, staged or in the kernels' memory`, () => {
+      const next = random(rows * 31 + vocab);
+      const logits = Float32Array.from(randomValues(rows * vocab, next), (v) => 40 * v);
+      const targets = Int32Array.from({ length: rows }, (_, r) => (r % 4 === 1 ? -1 : (r * 7919) % vocab));
+      const expectedGradient = logits.slice();
+      const expected = crossEntropy(expectedGradient, targets, rows, vocab, expectedGradient, 0.25, 1.5);
+      pools.forEach((kernels, i) => {
+        const label = `${THREADS[i]} threads`;
+        assert.ok(Math.abs(crossEntropy(logits.slice(), targets, rows, vocab, undefined, 0.25, 1.5, kernels) - expected) < 1e-6 * Math.abs(expected), `${label}: loss alone`);
+        const staged = logits.slice();
+        const loss = crossEntropy(staged, targets, rows, vocab, staged, 0.25, 1.5, kernels);
+        assert.ok(Math.abs(loss - expected) < 1e-6 * Math.abs(expected), `${label}: loss ${loss} against ${expected}`);
+        assertClose(`${label}: gradient`, staged, expectedGradient, 1e-5);
+        const view = kernels.allocate!(logits.length * 4);
+        const resident = new Float32Array(view.buffer, view.byteOffset, logits.length);
+        resident.set(logits);
+        crossEntropy(resident, targets, rows, vocab, resident, 0.25, 1.5, kernels);
+        assertClose(`${label}: gradient in place`, resident, expectedGradient, 1e-5);
+        kernels.release!(view);
+      });
+    });
+  }
+
+  it("a NaN logit makes the loss NaN, as the reference's does", () => {
+    const logits = new Float32Array(64).fill(1);
+    logits[37] = NaN;
+    for (const kernels of pools) assert.ok(Number.isNaN(crossEntropy(logits.slice(), Int32Array.of(0), 1, 64, undefined, 1, 0, kernels)));
+  });
+});
+
 describe("a frozen float base's input gradient on the WebAssembly kernels equals the TypeScript reference", () => {
   // An F16 view at an odd offset: the transposed copy reads its halves through an aligned copy.
-  for (const [type, offset] of [[GgmlType.F32, 0], [GgmlType.F16, 0], [GgmlType.F16, 1]] as const) {
-    it(`${GgmlType[type]} base starting ${offset} bytes into its buffer, 1 to 4 threads`, () => {
-      const next = random(50 + type + offset);
-      const [rows, cols, n] = [13, 40, 9];
+  // [131, 70]: more than one tile of the kernels' transpose each way, partial ones at both ends.
+  for (const [type, offset, rows, cols] of [[GgmlType.F32, 0, 13, 40], [GgmlType.F16, 0, 13, 40], [GgmlType.F16, 1, 13, 40], [GgmlType.F32, 0, 131, 70], [GgmlType.F16, 0, 131, 70]] as const) {
+    it(`${GgmlType[type]} [${rows}, ${cols}] base starting ${offset} bytes into its buffer, 1 to 4 threads`, () => {
+      const next = random(50 + type + offset + rows);
+      const n = 9;
       // Multiples of 1/8 below 16 in magnitude: exact in both encodings.
       const values = Float32Array.from(randomValues(rows * cols, next), (v) => Math.round(v * 16) / 8);
       const bytes = type === GgmlType.F32 ? new Uint8Array(values.buffer) : new Uint8Array(Uint16Array.from(values, halfBits).buffer);

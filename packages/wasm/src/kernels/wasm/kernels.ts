@@ -22,6 +22,7 @@ import { ElementwiseHost } from "./elementwise-host.js";
 import { MatmulHost } from "./matmul-host.js";
 import { TrainAttentionHost } from "./train-attention-host.js";
 import { transposeAlign, TransposeHost } from "./transpose-host.js";
+import { TrainOpsHost } from "./train-ops-host.js";
 import { WorkerPool } from "./pool.js";
 import { CONTROL_BYTES, type KernelExports } from "./protocol.js";
 import { wasmApi, type WasmModule } from "./webassembly.js";
@@ -184,6 +185,9 @@ class WasmKernels implements Kernels {
     this.argmax = this.elementwise.argmax;
     this.gatedBackward = this.elementwise.gatedBackward;
     this.gatedForward = this.elementwise.gatedForward;
+    const trainOps = new TrainOpsHost(ctx);
+    this.crossEntropy = trainOps.crossEntropy;
+    this.transposeColumns = trainOps.transposeColumns;
   }
 
   matmul(out: Float32Array, w: WeightMatrix, x: Float32Array, batch: number): void {
@@ -222,6 +226,8 @@ class WasmKernels implements Kernels {
   readonly addBias: typeof addBias;
   readonly gatedBackward: NonNullable<Kernels["gatedBackward"]>;
   readonly gatedForward: NonNullable<Kernels["gatedForward"]>;
+  readonly crossEntropy: NonNullable<Kernels["crossEntropy"]>;
+  readonly transposeColumns: NonNullable<Kernels["transposeColumns"]>;
 
   readonly trainingAttention: TrainingAttentionKernel;
 

@@ -53,6 +53,8 @@ export interface KernelExports {
   gatedActivation(out: number, gate: number, up: number, rows: number, batch: number, rowStart: number, rowEnd: number, kind: number, upStride: number): void;
   gatedBackward(dGate: number, dUp: number, dOut: number, gate: number, up: number, count: number, kind: number): void;
   rmsNorm(out: number, x: number, weight: number, rows: number, dim: number, eps: number, unitOffset: number): void;
+  crossEntropyRows(logits: number, targets: number, losses: number, vocab: number, gradScale: number, gradient: number, start: number, end: number): void;
+  transposeColumns(src: number, cols: number, from: number, count: number, dst: number, rows: number, size: number, rowStart: number, rowEnd: number): void;
   rope(x: number, tokens: number, heads: number, headDim: number, cos: number, sin: number, pairs: number, neox: number): void;
   addRepeated(x: number, y: number, count: number, period: number): void;
   argmax(x: number, count: number): number;
@@ -223,6 +225,16 @@ export const Op = {
    * threads in tiles of four, thread i's decoded rows at scratch + i * scratchStride.
    */
   DEQUANTIZE_TRANSPOSED: 7,
+  /**
+   * Training's cross-entropy (assembly/train-loss.ts). args: logits, targets, losses, rows, vocab,
+   * gradScale (float bits), gradient (0 or 1) — the rows split across threads in contiguous shares.
+   */
+  CROSS_ENTROPY: 8,
+  /**
+   * Training's transposed block of a float weight (assembly/transpose.ts). args: src, cols, from,
+   * count, dst, rows, size (element bytes) — the source rows split across threads in groups of four.
+   */
+  TRANSPOSE: 9,
 } as const;
 
 const floatScratch = new Float32Array(1);
@@ -445,6 +457,17 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
         control[a + 10]!, control[a + 11]!, control[a + 12]!, bitsToFloat(control[a + 13]!),
         u(14) + index * scratchStride, scratchStride, index, items, threads,
       );
+      return;
+    }
+    case Op.CROSS_ENTROPY: {
+      const [start, end] = shareOf(control[a + 3]!, index, threads);
+      if (start < end) exports.crossEntropyRows(control[a]! >>> 0, control[a + 1]! >>> 0, control[a + 2]! >>> 0, control[a + 4]!, bitsToFloat(control[a + 5]!), control[a + 6]!, start, end);
+      return;
+    }
+    case Op.TRANSPOSE: {
+      const rows = control[a + 5]!;
+      const [first, end] = shareOf(Math.ceil(rows / 4), index, threads);
+      if (first < end) exports.transposeColumns(control[a]! >>> 0, control[a + 1]!, control[a + 2]!, control[a + 3]!, control[a + 4]! >>> 0, rows, control[a + 6]!, 4 * first, Math.min(rows, 4 * end));
       return;
     }
     case Op.INTERLEAVE: {

@@ -175,7 +175,8 @@ function transposedBackward(kernels: Kernels, dx: Float32Array, w: WeightMatrix,
   const product = dx.constructor === Float32Array ? workspace.floats("transpose-product", n * width) : new (dx.constructor as Float32ArrayConstructor)(n * width);
   for (let from = 0; from < cols; from += width) {
     const count = Math.min(width, cols - from);
-    transposeColumns(w, size, from, count, block);
+    if (kernels.transposeColumns) kernels.transposeColumns(w, size, from, count, block);
+    else transposeColumns(w, size, from, count, block);
     const t: WeightMatrix = { type: w.type, rows: count, cols: rows, data: block.subarray(0, count * rows * size) };
     kernels.matmul(product, t, dy, n);
     for (let b = 0; b < n; b++) {

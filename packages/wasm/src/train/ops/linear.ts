@@ -37,6 +37,11 @@ const TRANSPOSE_BLOCK_BYTES = 16 << 20;
  * (QLoRA's memory, not its speed).
  */
 export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number, kernels?: Kernels): void {
+  // An F32 base as stored, its rows the product's depth: no transpose (an unaligned view goes the transposed way).
+  if (kernels?.gemm && w.type === GgmlType.F32 && w.data.byteOffset % 4 === 0 && dx instanceof Float32Array) {
+    kernels.gemm(dx, dy, float32View(w), { m: n, n: w.cols, k: w.rows, accumulate: true });
+    return;
+  }
   const size = FLOAT_BYTES.get(w.type);
   if (kernels && size !== undefined) {
     transposedBackward(kernels, dx, w, dy, n, size);
@@ -64,6 +69,11 @@ export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Floa
  * matmulDense where they have one (float32 buffers), else here in float64.
  */
 export function denseForward(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, n: number, kernels?: Kernels): void {
+  const gemm = gemmKernel(kernels, x);
+  if (gemm) {
+    gemm(out, x, w, { m: n, n: rows, k: cols, transposeB: true });
+    return;
+  }
   const fast = denseKernel(kernels, x);
   if (fast) {
     fast(out, w, rows, cols, x, n);
@@ -96,6 +106,13 @@ export function denseBackward(
   n: number,
   kernels?: Kernels,
 ): void {
+  const gemm = gemmKernel(kernels, x);
+  if (gemm) {
+    // dw [rows, cols] += dyᵀ · x; dx [n, cols] += dy · w: w and x as stored.
+    gemm(dw, dy, x, { m: rows, n: cols, k: n, transposeA: true, accumulate: true });
+    if (dx) gemm(dx, dy, w, { m: n, n: cols, k: rows, accumulate: true });
+    return;
+  }
   const fast = denseKernel(kernels, x);
   if (fast) {
     // dw[r, c] = Σ_b xᵀ[c, b] dyᵀ[r, b]: the matmul of xᵀ [cols, n] over the rows of dyᵀ [rows, n].
@@ -139,6 +156,11 @@ export function denseBackward(
 /** The kernels' matmulDense for float32 buffers (float64 runs, the gradient checks', stay here). */
 function denseKernel(kernels: Kernels | undefined, x: Float32Array): Kernels["matmulDense"] {
   return x instanceof Float32Array ? kernels?.matmulDense?.bind(kernels) : undefined;
+}
+
+/** The kernels' gemm for float32 buffers (float64 runs stay on the reference loops). */
+function gemmKernel(kernels: Kernels | undefined, x: Float32Array): Kernels["gemm"] {
+  return x instanceof Float32Array ? kernels?.gemm?.bind(kernels) : undefined;
 }
 
 /** m [rows, cols] as mᵀ [cols, rows]. */

@@ -21,7 +21,7 @@
 export const PANEL = 8;
 
 /** Bytes of packed panels one group aims at: they are re-read for every tile of rows, from L2. */
-const GROUP_BYTES: i32 = 48 * 1024;
+const GROUP_BYTES: i32 = 128 * 1024;
 
 /** Most rows of k one packed panel holds: a panel (32 bytes a row) stays in the L1 cache while a tile runs over it. */
 const MAX_DEPTH = 256;

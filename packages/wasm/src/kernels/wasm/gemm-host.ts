@@ -10,7 +10,7 @@ import type { KernelContext } from "./context.js";
 import { JobArgs, Op } from "./protocol.js";
 
 /** Columns of c per tile: a multiple of the kernel's panels of 8. */
-const TILE_COLUMNS = 64;
+const TILE_COLUMNS = 128;
 /** Tiles each thread should get to claim, so the last one ends close to the others. */
 const TILES_PER_THREAD = 4;
 

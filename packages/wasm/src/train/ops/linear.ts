@@ -37,11 +37,8 @@ const TRANSPOSE_BLOCK_BYTES = 16 << 20;
  * (QLoRA's memory, not its speed).
  */
 export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number, kernels?: Kernels): void {
-  // An F32 base as stored, its rows the product's depth: no transpose (an unaligned view goes the transposed way).
-  if (kernels?.gemm && w.type === GgmlType.F32 && w.data.byteOffset % 4 === 0 && dx instanceof Float32Array) {
-    kernels.gemm(dx, dy, float32View(w), { m: n, n: w.cols, k: w.rows, accumulate: true });
-    return;
-  }
+  // (kernels.gemm runs dy · w over w as stored, without the transposes; on SmolLM2's shapes it
+  // measured slower than the transposed matmul for k = 1536 at 1 thread: see bench/train-matmul.mjs.)
   const size = FLOAT_BYTES.get(w.type);
   if (kernels && size !== undefined) {
     transposedBackward(kernels, dx, w, dy, n, size);

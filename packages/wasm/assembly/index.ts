@@ -15,6 +15,7 @@ export { gatedActivation, gatedBackward } from "./activation";
 export { trainAttentionBackward, trainAttentionForward, trainAttentionScratchBytes } from "./train-attention";
 export { crossEntropyRows } from "./train-loss";
 export { transposeColumns } from "./transpose";
+export { gemm, gemmScratchBytes } from "./gemm";
 export { addRepeated, argmax, rmsNorm, rope } from "./elementwise";
 import { decodeGroupRowFiveBits, decodeGroupRowQ4_0, decodeGroupToTile, dotQ4_0Group, dotQ5_0Group, dotQ5_1Group, dotQ8_0Group, groupBlockBytes, interleaveRows } from "./interleave";
 import { dotPackedRowsF32x2, dotPackedTile, sumLanes4f, dotPackedTile8, EIGHT_TOKEN_PASS_FROM, interleave4, minimumsTerm4, minimumsTerm4Quantized, packRowsF32, packTile, TILE_ROWS, tileScratchBytes } from "./tile";

@@ -52,6 +52,19 @@ export interface WeightMatrix {
   data: Uint8Array;
 }
 
+/** The shape of Kernels.gemm's product c [m, n] = a [m, k] · b [k, n]. */
+export interface GemmShape {
+  m: number;
+  n: number;
+  k: number;
+  /** a is stored as aᵀ [k, m]. */
+  transposeA?: boolean;
+  /** b is stored as bᵀ [n, k] (a weight matrix's rows for x · wᵀ). */
+  transposeB?: boolean;
+  /** c += a · b (else c = a · b). */
+  accumulate?: boolean;
+}
+
 export interface Kernels {
   readonly name: string;
   /**
@@ -87,6 +100,14 @@ export interface Kernels {
   dequantizeTransposed?(out: Float32Array, w: WeightMatrix, rowFrom: number, rowCount: number, colFrom: number, colCount: number): void;
   /** The column alignment dequantizeTransposed needs for `type` (its block's elements), 0 where it does not read it. */
   dequantizeTransposedAlign?(type: MatrixType): number;
+  /**
+   * c [m, n] = a · b, or c += a · b with `accumulate`, in float32, for a [m, k] and b [k, n]
+   * each possibly stored transposed (training's products: dy · w over a frozen base as stored,
+   * LoRA's products and weight gradients). Every operand is read as it is on each call, never
+   * kept like a weight. Each c[i, j] is one running sum (from c's value with accumulate),
+   * the products added in order of k: the same bits on any thread count.
+   */
+  gemm?(c: Float32Array, a: Float32Array, b: Float32Array, shape: GemmShape): void;
   /**
    * A matrix as these kernels compute fastest with it, made once at load:
    * either `w` itself or the same values in a layout of the kernels' own (the

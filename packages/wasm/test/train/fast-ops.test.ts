@@ -93,6 +93,44 @@ describe("training attention on the WebAssembly kernels equals the TypeScript re
   });
 });
 
+describe("the kernels' gemm equals a float64 product, with the same bits on 1 to 4 threads", () => {
+  // Rows of c past the tiles of 4, columns past the panels of 8 and the tiles of 64, a depth of several
+  // blocks (and one step): each operand stored either way, accumulating or not.
+  for (const [m, n, k] of [[37, 75, 600], [5, 8, 1], [64, 13, 257]] as const) {
+    it(`[${m}, ${k}] x [${k}, ${n}], a and b stored either way, c = or +=`, () => {
+      const next = random(m * 31 + n * 7 + k);
+      const f32 = (count: number) => randomValues(count, next, 1, false) as Float32Array;
+      const a = f32(m * k);
+      const b = f32(k * n);
+      const c0 = f32(m * n);
+      const transpose = (values: Float32Array, rows: number, cols: number) => Float32Array.from({ length: rows * cols }, (_, i) => values[(i % rows) * cols + Math.floor(i / rows)]!);
+      for (const transposeA of [false, true]) {
+        for (const transposeB of [false, true]) {
+          for (const accumulate of [false, true]) {
+            const expected = new Float64Array(m * n);
+            for (let i = 0; i < m; i++) {
+              for (let j = 0; j < n; j++) {
+                let sum = accumulate ? c0[i * n + j]! : 0;
+                for (let kk = 0; kk < k; kk++) sum += a[i * k + kk]! * b[kk * n + j]!;
+                expected[i * n + j] = sum;
+              }
+            }
+            const shape = { m, n, k, transposeA, transposeB, accumulate };
+            const label = `transposeA ${transposeA}, transposeB ${transposeB}, accumulate ${accumulate}`;
+            const results = pools.map((kernels) => {
+              const c = accumulate ? c0.slice() : new Float32Array(m * n).fill(NaN);
+              kernels.gemm!(c, transposeA ? transpose(a, m, k) : a, transposeB ? transpose(b, k, n) : b, shape);
+              return c;
+            });
+            assertClose(label, results[0]!, expected, 1e-5);
+            results.forEach((c, i) => assert.deepEqual(c, results[0], `${label}: ${THREADS[i]} threads vs 1`));
+          }
+        }
+      }
+    });
+  }
+});
+
 describe("LoRA's dense matmuls on the WebAssembly kernels equal the TypeScript reference", () => {
   // LoRA's shapes (rank rows of A, rank columns of B), and odd sizes that leave partial tiles.
   for (const [rows, cols, n] of [[8, 96, 37], [96, 8, 37], [5, 13, 3]] as const) {

@@ -13,12 +13,13 @@
  */
 import { InferenceError } from "@infer/core";
 import { platform } from "#platform";
-import type { AttentionKernel, Kernels, MatrixType, TrainingAttentionKernel, WeightMatrix } from "../types.js";
+import type { AttentionKernel, GemmShape, Kernels, MatrixType, TrainingAttentionKernel, WeightMatrix } from "../types.js";
 import type { Activation, addBias, addInPlace, applyRope, rmsNorm } from "../ops.js";
 import { SharedArena } from "./arena.js";
 import { AttentionHost } from "./attention-host.js";
 import { KernelContext } from "./context.js";
 import { ElementwiseHost } from "./elementwise-host.js";
+import { GemmHost } from "./gemm-host.js";
 import { MatmulHost } from "./matmul-host.js";
 import { TrainAttentionHost } from "./train-attention-host.js";
 import { transposeAlign, TransposeHost } from "./transpose-host.js";
@@ -163,6 +164,7 @@ export async function createWasmKernels(options: WasmKernelOptions = {}): Promis
 class WasmKernels implements Kernels {
   readonly name: string;
   private readonly matmuls: MatmulHost;
+  private readonly gemms: GemmHost;
   private readonly attentions: AttentionHost;
   private readonly elementwise: ElementwiseHost;
   private readonly transposes: TransposeHost;
@@ -174,6 +176,7 @@ class WasmKernels implements Kernels {
     const threads = ctx.pool.threads;
     this.name = `wasm-${relaxed ? "relaxed-simd" : "simd"} (${threads} thread${threads === 1 ? "" : "s"})`;
     this.matmuls = new MatmulHost(ctx);
+    this.gemms = new GemmHost(ctx);
     this.attentions = new AttentionHost(ctx);
     this.elementwise = new ElementwiseHost(ctx);
     this.transposes = new TransposeHost(ctx);
@@ -196,6 +199,10 @@ class WasmKernels implements Kernels {
 
   matmulDense(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, batch: number): void {
     this.matmuls.matmulDense(out, w, rows, cols, x, batch);
+  }
+
+  gemm(c: Float32Array, a: Float32Array, b: Float32Array, shape: GemmShape): void {
+    this.gemms.gemm(c, a, b, shape);
   }
 
   matmulMany(outs: readonly Float32Array[], ws: readonly WeightMatrix[], x: Float32Array, batch: number): void {

@@ -52,6 +52,8 @@ export interface KernelExports {
   ): void;
   gatedActivation(out: number, gate: number, up: number, rows: number, batch: number, rowStart: number, rowEnd: number, kind: number, upStride: number): void;
   gatedBackward(dGate: number, dUp: number, dOut: number, gate: number, up: number, count: number, kind: number): void;
+  gemmScratchBytes(): number;
+  gemm(c: number, cRow: number, a: number, aRow: number, aStep: number, b: number, bRow: number, bTransposed: number, m: number, n: number, k: number, accumulate: number, scratch: number): void;
   rmsNorm(out: number, x: number, weight: number, rows: number, dim: number, eps: number, unitOffset: number): void;
   crossEntropyRows(logits: number, targets: number, losses: number, vocab: number, gradScale: number, gradient: number, start: number, end: number): void;
   transposeColumns(src: number, cols: number, from: number, count: number, dst: number, rows: number, size: number, rowStart: number, rowEnd: number): void;
@@ -235,6 +237,12 @@ export const Op = {
    * count, dst, rows, size (element bytes) — the source rows split across threads in groups of four.
    */
   TRANSPOSE: 9,
+  /**
+   * Kernels.gemm (assembly/gemm.ts). args: c, cRow, a, aRow, aStep, b, bRow, bTransposed, m, n,
+   * k, accumulate, scratch, scratchStride, mChunk, nChunk — c's [mChunk, nChunk] tiles claimed
+   * from Slot.CURSOR, thread i's packing scratch at scratch + i * scratchStride.
+   */
+  GEMM: 10,
 } as const;
 
 const floatScratch = new Float32Array(1);
@@ -397,6 +405,25 @@ function gatedRows(exports: KernelExports, control: Int32Array, index: number, s
   }
 }
 
+/**
+ * GEMM: tiles of [mChunk, nChunk] of c claimed one at a time (each a product of its own,
+ * sharing nothing with the others but the operands read), n's tiles inner so that the threads
+ * work on the same rows of a at once.
+ */
+function gemmTiles(exports: KernelExports, control: Int32Array, index: number): void {
+  const u = (i: number) => control[Slot.ARGS + i]! >>> 0;
+  const [c, cRow, a, aRow, aStep, b, bRow, bTransposed, m, n, k, accumulate] = [u(0), u(1), u(2), u(3), u(4), u(5), u(6), u(7), u(8), u(9), u(10), u(11)];
+  const scratch = u(12) + index * u(13);
+  const [mChunk, nChunk] = [u(14), u(15)];
+  const nTiles = Math.ceil(n / nChunk);
+  const tiles = Math.ceil(m / mChunk) * nTiles;
+  for (let t = Atomics.add(control, Slot.CURSOR, 1); t < tiles; t = Atomics.add(control, Slot.CURSOR, 1)) {
+    const i = Math.floor(t / nTiles) * mChunk;
+    const j = (t % nTiles) * nChunk;
+    exports.gemm(c + i * cRow + j * 4, cRow, a + i * aRow, aRow, aStep, bTransposed ? b + j * bRow : b + j * 4, bRow, bTransposed, Math.min(mChunk, m - i), Math.min(nChunk, n - j), k, accumulate, scratch);
+  }
+}
+
 /** Runs thread `index`'s share (of `threads`) of the job in the control block. */
 export function runShare(exports: KernelExports, control: Int32Array, index: number, threads: number): void {
   const a = Slot.ARGS;
@@ -468,6 +495,10 @@ export function runShare(exports: KernelExports, control: Int32Array, index: num
       const rows = control[a + 5]!;
       const [first, end] = shareOf(Math.ceil(rows / 4), index, threads);
       if (first < end) exports.transposeColumns(control[a]! >>> 0, control[a + 1]!, control[a + 2]!, control[a + 3]!, control[a + 4]! >>> 0, rows, control[a + 6]!, 4 * first, Math.min(rows, 4 * end));
+      return;
+    }
+    case Op.GEMM: {
+      gemmTiles(exports, control, index);
       return;
     }
     case Op.INTERLEAVE: {

@@ -41,6 +41,8 @@ const TRANSPOSE_BLOCK_BYTES = 16 << 20;
 export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Float32Array, n: number, kernels?: Kernels): void {
   // F16 and BF16 too: widened to float32 by the kernels' threads, their panels beat the halves' transpose here (0.6-0.8x CPU).
   if (kernels && w.type !== GgmlType.F32 && dequantizedBackward(kernels, dx, w, dy, n)) return;
+  // (kernels.gemm runs dy · w over w as stored, without the transposes; on SmolLM2's shapes it
+  // measured slower than the transposed matmul for k = 1536 at 1 thread: see bench/train-matmul.mjs.)
   const size = FLOAT_BYTES.get(w.type);
   if (kernels && size !== undefined) {
     transposedBackward(kernels, dx, w, dy, n, size);
@@ -68,6 +70,11 @@ export function frozenLinearBackward(dx: Float32Array, w: WeightMatrix, dy: Floa
  * matmulDense where they have one (float32 buffers), else here in float64.
  */
 export function denseForward(out: Float32Array, w: Float32Array, rows: number, cols: number, x: Float32Array, n: number, kernels?: Kernels): void {
+  const gemm = gemmKernel(kernels, x);
+  if (gemm) {
+    gemm(out, x, w, { m: n, n: rows, k: cols, transposeB: true });
+    return;
+  }
   const fast = denseKernel(kernels, x);
   if (fast) {
     fast(out, w, rows, cols, x, n);
@@ -100,6 +107,13 @@ export function denseBackward(
   n: number,
   kernels?: Kernels,
 ): void {
+  const gemm = gemmKernel(kernels, x);
+  if (gemm) {
+    // dw [rows, cols] += dyᵀ · x; dx [n, cols] += dy · w: w and x as stored.
+    gemm(dw, dy, x, { m: rows, n: cols, k: n, transposeA: true, accumulate: true });
+    if (dx) gemm(dx, dy, w, { m: n, n: cols, k: rows, accumulate: true });
+    return;
+  }
   const fast = denseKernel(kernels, x);
   if (fast) {
     // dw[r, c] = Σ_b xᵀ[c, b] dyᵀ[r, b]: the matmul of xᵀ [cols, n] over the rows of dyᵀ [rows, n].
@@ -143,6 +157,11 @@ export function denseBackward(
 /** The kernels' matmulDense for float32 buffers (float64 runs, the gradient checks', stay here). */
 function denseKernel(kernels: Kernels | undefined, x: Float32Array): Kernels["matmulDense"] {
   return x instanceof Float32Array ? kernels?.matmulDense?.bind(kernels) : undefined;
+}
+
+/** The kernels' gemm for float32 buffers (float64 runs stay on the reference loops). */
+function gemmKernel(kernels: Kernels | undefined, x: Float32Array): Kernels["gemm"] {
+  return x instanceof Float32Array ? kernels?.gemm?.bind(kernels) : undefined;
 }
 
 /** m [rows, cols] as mᵀ [cols, rows]. */

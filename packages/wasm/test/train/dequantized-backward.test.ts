@@ -6,26 +6,17 @@
  * layouts prepareMatrix gives, at 1 to 4 threads, on shapes that leave partial
  * tiles of four rows, partial groups and uneven thread shares.
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { GgmlType } from "@infer/formats";
-import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 import { dequantizeMatrixRow } from "../../src/kernels/dequant.js";
 import { KernelLayout, type Kernels, type MatrixType, type WeightMatrix } from "../../src/kernels/types.js";
 import { frozenLinearBackward } from "../../src/train/ops/linear.js";
 import { dequantizedBackward } from "../../src/train/ops/dequantized-backward.js";
 import { random, randomMatrix } from "../kernels/helpers.js";
-import { randomValues, relativeError } from "./gradcheck.js";
+import { kernelPools, randomValues, relativeError } from "./gradcheck.js";
 
-const THREADS = [1, 2, 3, 4];
-let pools: Kernels[] = [];
-
-before(async () => {
-  pools = await Promise.all(THREADS.map((threads) => createWasmKernels({ threads, minBytesPerThread: 0 })));
-});
-after(async () => {
-  await Promise.all(pools.map((k) => k.dispose?.()));
-});
+const pools = kernelPools();
 
 const STORED = [GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.F16, GgmlType.BF16, GgmlType.F32];
 /** The types prepareMatrix interleaves, and the layout it gives them. */

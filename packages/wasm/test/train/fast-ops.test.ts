@@ -3,27 +3,17 @@
  * against their TypeScript references at 1 to 4 threads, on shapes that leave
  * partial SIMD vectors and uneven thread shares.
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { createWasmKernels } from "../../src/kernels/wasm/index.js";
-import type { Kernels } from "../../src/kernels/types.js";
 import { denseBackward, denseForward, frozenLinearBackward } from "../../src/train/ops/linear.js";
 import { GgmlType } from "@infer/formats";
 import { gatedBackward, gatedForward } from "../../src/train/ops/gated-activation.js";
 import { crossEntropy } from "../../src/train/ops/cross-entropy.js";
 import { attentionBackward, attentionForward, referenceAttentionBackward, referenceAttentionForward, type AttentionShape } from "../../src/train/ops/attention.js";
 import { random } from "../kernels/helpers.js";
-import { randomValues, relativeError } from "./gradcheck.js";
+import { kernelPools, POOL_THREADS, randomValues, relativeError } from "./gradcheck.js";
 
-const THREADS = [1, 2, 3, 4];
-let pools: Kernels[] = [];
-
-before(async () => {
-  pools = await Promise.all(THREADS.map((threads) => createWasmKernels({ threads, minBytesPerThread: 0 })));
-});
-after(async () => {
-  await Promise.all(pools.map((k) => k.dispose?.()));
-});
+const pools = kernelPools();
 
 function assertClose(name: string, got: ArrayLike<number>, expected: ArrayLike<number>, bound: number): void {
   const error = relativeError(got, expected);
@@ -66,7 +56,7 @@ describe("training attention on the WebAssembly kernels equals the TypeScript re
       const [dq, dk, dv] = [dq0.slice(), dk0.slice(), dv0.slice()];
       referenceAttentionBackward(dq, dk, dv, dOut, q, k, v, saved, shape);
       pools.forEach((kernels, i) => {
-        const label = `${name}, ${THREADS[i]} threads`;
+        const label = `${name}, ${POOL_THREADS[i]} threads`;
         const out = new Float32Array(q.length);
         const fast = attentionForward(out, q, k, v, shape, kernels);
         assert.ok("logSumExp" in fast, `${label}: the kernels ran the forward`);
@@ -123,7 +113,7 @@ describe("the kernels' gemm equals a float64 product, with the same bits on 1 to
               return c;
             });
             assertClose(label, results[0]!, expected, 1e-5);
-            results.forEach((c, i) => assert.deepEqual(c, results[0], `${label}: ${THREADS[i]} threads vs 1`));
+            results.forEach((c, i) => assert.deepEqual(c, results[0], `${label}: ${POOL_THREADS[i]} threads vs 1`));
           }
         }
       }
@@ -147,7 +137,7 @@ describe("LoRA's dense matmuls on the WebAssembly kernels equal the TypeScript r
       const [dw, dx] = [dw0.slice(), dx0.slice()];
       denseBackward(dw, dx, w, rows, cols, x, dy, n);
       pools.forEach((kernels, i) => {
-        const label = `${THREADS[i]} threads`;
+        const label = `${POOL_THREADS[i]} threads`;
         const out = new Float32Array(n * rows).fill(NaN);
         denseForward(out, w, rows, cols, x, n, kernels);
         assertClose(`${label}: out`, out, expectedOut, 1e-6);
@@ -205,7 +195,7 @@ describe("cross-entropy over the vocabulary on the WebAssembly kernels equals th
       const expectedGradient = logits.slice();
       const expected = crossEntropy(expectedGradient, targets, rows, vocab, expectedGradient, 0.25, 1.5);
       pools.forEach((kernels, i) => {
-        const label = `${THREADS[i]} threads`;
+        const label = `${POOL_THREADS[i]} threads`;
         assert.ok(Math.abs(crossEntropy(logits.slice(), targets, rows, vocab, undefined, 0.25, 1.5, kernels) - expected) < 1e-6 * Math.abs(expected), `${label}: loss alone`);
         const staged = logits.slice();
         const loss = crossEntropy(staged, targets, rows, vocab, staged, 0.25, 1.5, kernels);

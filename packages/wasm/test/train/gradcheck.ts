@@ -1,5 +1,8 @@
 // Finite-difference gradient checks: analytic gradients against central differences in float64.
 import assert from "node:assert/strict";
+import { after, before } from "node:test";
+import type { Kernels } from "../../src/kernels/types.js";
+import { createWasmKernels } from "../../src/kernels/wasm/index.js";
 
 /** ‖a − b‖ / max(‖a‖, ‖b‖): the gradient check's relative error. */
 export function relativeError(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -58,4 +61,22 @@ export function dot(out: ArrayLike<number>, weights: ArrayLike<number>): number 
   let sum = 0;
   for (let i = 0; i < out.length; i++) sum += out[i]! * weights[i]!;
   return sum;
+}
+
+/** The thread counts the SIMD kernels are compared at against the TypeScript reference. */
+export const POOL_THREADS = [1, 2, 3, 4];
+
+/**
+ * Kernels with 1-4 threads, made before the calling file's tests and disposed
+ * after them (registers the hooks): the array is filled in place, in POOL_THREADS order.
+ */
+export function kernelPools(): Kernels[] {
+  const pools: Kernels[] = [];
+  before(async () => {
+    pools.push(...(await Promise.all(POOL_THREADS.map((threads) => createWasmKernels({ threads, minBytesPerThread: 0 })))));
+  });
+  after(async () => {
+    await Promise.all(pools.map((k) => k.dispose?.()));
+  });
+  return pools;
 }

@@ -7,13 +7,14 @@
  * ggml turns that into abort(), which no JavaScript can catch. So before this
  * process trusts a GPU it was not told to use, a child process decodes two
  * tokens of a tiny model on it; only if that child exits cleanly is the GPU
- * used. The verdict is cached per binary version, GPU type and device names.
+ * used. The verdict is cached per binary version, GPU type, device names and
+ * the GPU library's size and date (mappedLibraryStamp).
  * The child is gpu-probe-child.ts.
  */
 import { spawn } from "node:child_process";
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { GgmlType, GgufValueType, writeGguf, type GgufValueInput } from "@infer/formats";
 
@@ -86,6 +87,28 @@ export interface ProbeOptions {
   cacheFile?: string;
   /** What identifies this binary and machine in the cache (version, device names). */
   cacheKey?: string;
+}
+
+/**
+ * Name, size and modification time of each ggml library of `flavour` ("cuda" matches libggml-cuda.so) this
+ * process has mapped, from Linux's /proc/self/maps; "" where there is none or no such file. Part of the
+ * cache key, so that a library replaced in place (a CUDA backend built for this GPU, docs/llama-cpp.md)
+ * is probed again instead of being judged by the verdict on the one it replaced.
+ */
+export async function mappedLibraryStamp(flavour: string, mapsFile = "/proc/self/maps"): Promise<string> {
+  const maps = await readFile(mapsFile, "utf8").catch(() => "");
+  const paths = new Set<string>();
+  for (const line of maps.split("\n")) {
+    const path = line.slice(line.indexOf("/"));
+    if (line.includes("/") && basename(path).startsWith(`libggml-${flavour}`)) paths.add(path);
+  }
+  const stamps = await Promise.all(
+    [...paths].sort().map(async (path) => {
+      const info = await stat(path).catch(() => undefined);
+      return info ? `${basename(path)}:${info.size}:${Math.floor(info.mtimeMs)}` : undefined;
+    }),
+  );
+  return stamps.filter((stamp) => stamp !== undefined).join(",");
 }
 
 /** The default cache of GPU verdicts, beside the project's other per-machine caches. */

@@ -1,5 +1,5 @@
 import type { Llama } from "node-llama-cpp";
-import { defaultProbeCache, probeGpu } from "./gpu-probe.js";
+import { defaultProbeCache, mappedLibraryStamp, probeGpu } from "./gpu-probe.js";
 
 /**
  * The one llama.cpp runtime of this process. node-llama-cpp is imported lazily
@@ -70,7 +70,7 @@ export function getRuntime(): Promise<Llama> {
     // INFER_LLAMA_CPP_GPU naming the flavour says it is known to work.
     if (llama.gpu === false || gpuChoice === llama.gpu) return llama;
     const devices = await llama.getGpuDeviceNames().catch(() => []);
-    const cacheKey = `${llama.llamaCppRelease?.release ?? "?"} ${devices.join(",")}`;
+    const cacheKey = `${llama.llamaCppRelease?.release ?? "?"} ${devices.join(",")} ${await mappedLibraryStamp(llama.gpu)}`.trimEnd();
     const reason = await probeGpu(llama.gpu, { cacheFile: defaultProbeCache(), cacheKey });
     if (reason === undefined) return llama;
     process.emitWarning(

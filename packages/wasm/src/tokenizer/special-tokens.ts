@@ -13,48 +13,44 @@ export interface AddedTokenRule {
   rstrip?: boolean;
 }
 
-interface TrieNode {
-  children: Map<number, TrieNode>;
-  rule?: AddedTokenRule;
-}
-
 export type Fragment = { text: string } | { id: number };
 
 const isWhitespace = (ch: string) => /\s/u.test(ch);
 
 export class SpecialTokenMatcher {
-  private readonly root: TrieNode = { children: new Map() };
+  /** Each token's text to its rule (the first of duplicates wins). */
+  private readonly byText = new Map<string, AddedTokenRule>();
+  /**
+   * For each code unit that starts a token, the distinct lengths of those tokens, longest first: the
+   * longest match is the first length that hits, and most positions of a text are ruled out by one lookup.
+   */
+  private readonly lengthsByFirstUnit = new Map<number, number[]>();
   readonly size: number;
 
+  // A map keyed by whole texts rather than a character trie: a trie costs a node per character,
+  // and a tokenizer.json with a megabyte-long added token (a corrupt or hostile file) then spent
+  // seconds in the garbage collector before the first token.
   constructor(rules: readonly AddedTokenRule[]) {
-    let size = 0;
     for (const rule of rules) {
-      if (rule.text.length === 0) continue;
-      let node = this.root;
-      for (let i = 0; i < rule.text.length; i++) {
-        const code = rule.text.charCodeAt(i);
-        let child = node.children.get(code);
-        if (!child) {
-          child = { children: new Map() };
-          node.children.set(code, child);
-        }
-        node = child;
-      }
-      node.rule ??= rule;
-      size++;
+      if (rule.text.length === 0 || this.byText.has(rule.text)) continue;
+      this.byText.set(rule.text, rule);
+      const first = rule.text.charCodeAt(0);
+      const lengths = this.lengthsByFirstUnit.get(first) ?? [];
+      if (!lengths.includes(rule.text.length)) lengths.push(rule.text.length);
+      this.lengthsByFirstUnit.set(first, lengths);
     }
-    this.size = size;
+    for (const lengths of this.lengthsByFirstUnit.values()) lengths.sort((a, b) => b - a);
+    this.size = this.byText.size;
   }
 
   /** The longest rule matching `text` at `start`, if any. */
   private longestAt(text: string, start: number): AddedTokenRule | undefined {
-    let node: TrieNode | undefined = this.root;
-    let found: AddedTokenRule | undefined;
-    for (let i = start; i < text.length && node; i++) {
-      node = node.children.get(text.charCodeAt(i));
-      if (node?.rule) found = node.rule;
+    for (const length of this.lengthsByFirstUnit.get(text.charCodeAt(start)) ?? []) {
+      if (start + length > text.length) continue;
+      const rule = this.byText.get(text.slice(start, start + length));
+      if (rule) return rule;
     }
-    return found;
+    return undefined;
   }
 
   /** Cuts `text` into plain-text fragments and matched token ids, in order; empty fragments are dropped. */
@@ -64,7 +60,7 @@ export class SpecialTokenMatcher {
     let pending = "";
     let i = 0;
     while (i < text.length) {
-      const rule = this.root.children.has(text.charCodeAt(i)) ? this.longestAt(text, i) : undefined;
+      const rule = this.longestAt(text, i);
       if (!rule) {
         pending += text[i];
         i++;

@@ -52,4 +52,20 @@ describe("tokenizer.json variants against @huggingface/tokenizers", () => {
     compareWithReference(ours, reference, EXTRA, "lstrip/rstrip");
     assert.equal(ours.decode(ours.encode("word <|eot_id|> next")), "word<|eot_id|>next");
   });
+
+  it("added tokens that share a prefix, and a long one: the longest match wins, as in the reference", () => {
+    const files = referenceFiles("llama3");
+    const json = structuredClone(files.tokenizerJson);
+    const added = json.added_tokens as { id: number; content: string }[];
+    const next = Math.max(...added.map((token) => token.id)) + 1;
+    const long = "x".repeat(4096);
+    for (const [i, content] of ["<|eo", "<|eot_id|>!", long].entries()) {
+      added.push({ id: next + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true } as never);
+    }
+    const reference = new ReferenceTokenizer(json, files.tokenizerConfig);
+    const ours = tokenizerFromHfJson({ tokenizer: json, tokenizerConfig: files.tokenizerConfig }, "llama3 prefixes");
+    const texts = ["a <|eo b", "<|eot_id|>! and <|eot_id|>!!", "<|eot_id|>", `${long}x ${long.slice(1)} <|eo${long}`];
+    compareWithReference(ours, reference, [...EXTRA, ...texts], "shared prefixes");
+    assert.deepEqual(ours.encode(`<|eot_id|>!${long}`, { addSpecialTokens: false }), [next + 1, next + 2]);
+  });
 });

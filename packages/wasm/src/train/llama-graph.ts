@@ -17,6 +17,7 @@ import { gatedBackward, gatedForward } from "./ops/gated-activation.js";
 import { frozenLinearBackward, frozenLinearForward } from "./ops/linear.js";
 import { rmsNormBackward, rmsNormForward } from "./ops/rms-norm.js";
 import { ropeBackward } from "./ops/rope.js";
+import { vocabularyBackward, vocabularyForward } from "./ops/vocabulary-projection.js";
 import type { LoraLinear } from "./lora-linear.js";
 import { like, workspaceOf } from "./ops/buffers.js";
 
@@ -181,9 +182,9 @@ function headLoss(graph: TrainingGraph, selected: Float32Array, targets: Int32Ar
   for (let from = 0; from < m; from += chunk) {
     const count = Math.min(chunk, m - from);
     const rows = normed.subarray(from * hidden, (from + count) * hidden);
-    frozenLinearForward(kernels, logits, head.output, rows, count);
+    vocabularyForward(kernels, logits, head.output, rows, count);
     sum = crossEntropy(logits, targets.subarray(from, from + count), count, vocab, dNormed && logits, 1 / m, sum, kernels);
-    if (dNormed) frozenLinearBackward(dNormed.subarray(from * hidden, (from + count) * hidden), head.output, logits, count, kernels);
+    if (dNormed) vocabularyBackward(kernels, dNormed.subarray(from * hidden, (from + count) * hidden), head.output, logits, count);
   }
   if (!dNormed) return { sum };
   const dSelected = like(selected, m * hidden);

@@ -9,6 +9,9 @@ import { denseBackward, denseForward, frozenLinearBackward } from "../../src/tra
 import { GgmlType } from "@infer/formats";
 import { gatedBackward, gatedForward } from "../../src/train/ops/gated-activation.js";
 import { crossEntropy } from "../../src/train/ops/cross-entropy.js";
+import { vocabularyBackward, vocabularyForward } from "../../src/train/ops/vocabulary-projection.js";
+import { referenceKernels } from "../../src/kernels/reference.js";
+import type { Kernels } from "../../src/kernels/types.js";
 import { attentionBackward, attentionForward, referenceAttentionBackward, referenceAttentionForward, type AttentionShape } from "../../src/train/ops/attention.js";
 import { random } from "../kernels/helpers.js";
 import { kernelPools, POOL_THREADS, randomValues, relativeError } from "./gradcheck.js";
@@ -240,6 +243,42 @@ describe("a frozen float base's input gradient on the WebAssembly kernels equals
         frozenLinearBackward(got, w, dy, n, kernels);
         assertClose(`${GgmlType[type]} dx`, got, expected, 1e-6);
       }
+    });
+  }
+});
+
+describe("the LM head's vocabulary projection on the kernels' gemm equals the TypeScript reference", () => {
+  // A vocabulary past gemm's tiles of 128 columns with a partial panel of 8, rows past the tiles of 4;
+  // the head in the kernels' memory (as loaded) and outside it (staged).
+  for (const [vocab, hidden, n] of [[1031, 40, 9], [77, 70, 4]] as const) {
+    it(`[${vocab}, ${hidden}] head over ${n} rows: logits and the input gradient at 1 to 4 threads`, () => {
+      const next = random(vocab + hidden + n);
+      const values = randomValues(vocab * hidden, next, 1, false) as Float32Array;
+      const x = randomValues(n * hidden, next, 1, false) as Float32Array;
+      const dLogits = randomValues(n * vocab, next, 1, false) as Float32Array;
+      const dx0 = randomValues(n * hidden, next, 1, false) as Float32Array;
+      const plain = { type: GgmlType.F32, rows: vocab, cols: hidden, data: new Uint8Array(values.buffer) };
+      const expectedLogits = new Float32Array(n * vocab);
+      vocabularyForward(referenceKernels, expectedLogits, plain, x, n);
+      const expectedDx = dx0.slice();
+      vocabularyBackward(referenceKernels, expectedDx, plain, dLogits, n);
+      pools.forEach((kernels, i) => {
+        const resident = kernels.allocate!(values.byteLength);
+        resident.set(plain.data);
+        for (const w of [plain, { ...plain, data: resident }]) {
+          const label = `${POOL_THREADS[i]} threads, ${w === plain ? "staged" : "in the kernels' memory"}`;
+          let gemms = 0;
+          const counted: Kernels = Object.assign(Object.create(kernels) as Kernels, { gemm: (...args: Parameters<NonNullable<Kernels["gemm"]>>) => (gemms++, kernels.gemm!(...args)) });
+          const logits = new Float32Array(n * vocab).fill(NaN);
+          vocabularyForward(counted, logits, w, x, n);
+          assertClose(`${label}: logits`, logits, expectedLogits, 1e-6);
+          const dx = dx0.slice();
+          vocabularyBackward(counted, dx, w, dLogits, n);
+          assertClose(`${label}: dx`, dx, expectedDx, 1e-6);
+          assert.equal(gemms, 2, `${label}: both ran on gemm`);
+        }
+        kernels.release!(resident);
+      });
     });
   }
 });

@@ -62,7 +62,7 @@ export interface TrainStepOptions {
    * them all from the forward: memory for one layer's activations, for
    * about a second forward pass of time. The results are the same. true: every
    * layer; false: none; default: the backend's choice (wasm keeps the first
-   * layers' activations up to a quarter of the weights' bytes and recomputes the rest).
+   * layers' activations up to the weights' size in float32 and recomputes the rest).
    */
   gradientCheckpointing?: boolean;
   /** Scales the gradients down to this global L2 norm when above it, as torch.nn.utils.clip_grad_norm_; default: no clipping. */

@@ -247,6 +247,7 @@ function finish(
 ): LoadedTransformer {
   const transformer = new Transformer(config, model, source.weightBytes, source.parameterCount, options.kernels, held);
   const quant = describeTensorType(dominantType(source.matrixElementsByType));
+  source.release();
   return {
     transformer,
     format: metadata.format,

@@ -298,20 +298,24 @@ export function trainingGraph(transformer: Transformer, adapter: TrainedAdapter 
 }
 
 /**
- * The share of the weights' bytes a step keeps as activations when the caller
- * leaves gradientCheckpointing unset; later blocks are recomputed in the
+ * The share of the weights' float32 bytes a step keeps as activations when the
+ * caller leaves gradientCheckpointing unset; later blocks are recomputed in the
  * backward. At the batches training uses, every block's activations come to
- * more than the weights (1.7 times an F32 base's, five times a Q8_0 one's, for
- * 1,024 tokens of a SmolLM2-shaped model), so keeping them all would make them
- * most of a step's memory; each recomputed block costs a forward's matmuls
- * (about a third of its share of a step, once the transposes and the head's
- * loss left TypeScript). As many blocks as the weights' bytes hold keeps the
- * SmolLM2 shape's F32 peak at about 0.4x PyTorch's (docs/performance.md).
+ * more than its weights (1.7 times an F32 base's at 1,024 tokens of a
+ * SmolLM2-shaped model), so keeping them all would make them most of a step's
+ * memory; each recomputed block costs a forward's matmuls (about a third of its
+ * share of a step, once the transposes and the head's loss left TypeScript). As
+ * many blocks as the weights' bytes hold keeps the SmolLM2 shape's F32 peak at
+ * about 0.4x PyTorch's (docs/performance.md). The budget counts the weights as
+ * float32 whatever their stored encoding, so a quantized base keeps the blocks
+ * an F32 one does: counted as stored, a Q8_0 base would keep a quarter as
+ * many and recompute most of its blocks (4 of 30 kept on the SmolLM2 shape at
+ * rank 16 on every linear, where F32 keeps 16).
  */
 const ACTIVATION_SHARE_OF_WEIGHTS = 1;
 
 function activationBudget(transformer: Transformer): number {
-  return transformer.weightBytes * ACTIVATION_SHARE_OF_WEIGHTS;
+  return transformer.parameterCount * Float32Array.BYTES_PER_ELEMENT * ACTIVATION_SHARE_OF_WEIGHTS;
 }
 
 /** The global L2 norm over every adapter gradient (NaN or Infinity when one is not finite). */

@@ -40,12 +40,15 @@ export class AdamWState {
     const correction2 = 1 - s.beta2 ** step;
     const stepSize = s.learningRate / correction1;
     const decay = 1 - s.learningRate * s.weightDecay;
+    // Settings read once into locals: the loop runs over every adapter parameter each step.
+    const { beta1, beta2, eps } = s;
     for (let i = 0; i < param.length; i++) {
       const g = grad[i]!;
-      m[i] = s.beta1 * m[i]! + (1 - s.beta1) * g;
-      v[i] = s.beta2 * v[i]! + (1 - s.beta2) * g * g;
-      const denominator = Math.sqrt(v[i]! / correction2) + s.eps;
-      param[i] = param[i]! * decay - (stepSize * m[i]!) / denominator;
+      const mi = beta1 * m[i]! + (1 - beta1) * g;
+      const vi = beta2 * v[i]! + (1 - beta2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      param[i] = param[i]! * decay - (stepSize * mi) / (Math.sqrt(vi / correction2) + eps);
     }
   }
 }

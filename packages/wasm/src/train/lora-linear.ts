@@ -14,7 +14,7 @@ interface Tape {
   x: Float32Array;
   /** Dropout's kept-and-scaled factor per input element, [n, in]; absent without dropout. */
   mask?: Float32Array;
-  /** A · x, [n, rank]. */
+  /** scale · A · x, [n, rank]: scaled here, [n, rank], so that no [n, out] product is scaled. */
   u: Float32Array;
 }
 
@@ -63,6 +63,7 @@ export class LoraLinear {
     }
     const u = like(x, tokens * this.rank);
     denseForward(u, this.a, this.rank, this.inFeatures, input, tokens, kernels);
+    for (let i = 0; i < u.length; i++) u[i] = u[i]! * this.scale;
     this.addUp(out, u, tokens, kernels);
     this.tape = { x: input, mask, u };
   }
@@ -72,9 +73,11 @@ export class LoraLinear {
     const tape = this.tape;
     if (!tape) throw new Error("LoraLinear.backward without a forward");
     this.tape = undefined;
-    const scaled = dy.map((g) => g * this.scale); // d(B u), [tokens, out]
+    // With u kept as scale · A x: gradB += dyᵀ · u, and d(A x) = scale · dy · B, scaled at [tokens, rank]
+    // rather than dy at [tokens, out] (a copy of dy per adapter cost more than the adapter's products).
     const du = like(dy, tokens * this.rank);
-    denseBackward(this.gradB, du, this.b, this.outFeatures, this.rank, tape.u, scaled, tokens, kernels);
+    denseBackward(this.gradB, du, this.b, this.outFeatures, this.rank, tape.u, dy, tokens, kernels);
+    for (let i = 0; i < du.length; i++) du[i] = du[i]! * this.scale;
     const dInput = tape.mask ? like(dy, tokens * this.inFeatures) : dx;
     denseBackward(this.gradA, dInput, this.a, this.rank, this.inFeatures, tape.x, du, tokens, kernels);
     if (tape.mask) for (let i = 0; i < dInput.length; i++) dx[i] = dx[i]! + dInput[i]! * tape.mask[i]!;
@@ -95,9 +98,10 @@ export class LoraLinear {
     return this.a.length + this.b.length;
   }
 
+  /** out += B · u, u already scaled. */
   private addUp(out: Float32Array, u: Float32Array, tokens: number, kernels?: Kernels): void {
     const delta = like(u, tokens * this.outFeatures);
     denseForward(delta, this.b, this.outFeatures, this.rank, u, tokens, kernels);
-    for (let i = 0; i < delta.length; i++) out[i] = out[i]! + this.scale * delta[i]!;
+    for (let i = 0; i < delta.length; i++) out[i] = out[i]! + delta[i]!;
   }
 }

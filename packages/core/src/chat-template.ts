@@ -58,6 +58,11 @@ interface JinjaToken {
 interface JinjaNode {
   type: string;
 }
+/** A filter application (`x | f(args)`), as far as the budget reads it. */
+interface FilterNode extends JinjaNode {
+  operand: JinjaNode;
+  filter: JinjaNode & { callee?: { value?: string }; args?: JinjaNode[] };
+}
 interface JinjaValue {
   type: string;
   value: unknown;
@@ -235,7 +240,10 @@ const boundedClasses = new WeakMap<InterpreterClass, BoundedInterpreterClass>();
 function boundedInterpreter(Base: InterpreterClass): BoundedInterpreterClass {
   let Bounded = boundedClasses.get(Base);
   if (!Bounded) {
-    const Library = Base as unknown as new (env: unknown) => { evaluate(node: JinjaNode | undefined, env: unknown): JinjaValue };
+    const Library = Base as unknown as new (env: unknown) => {
+      evaluate(node: JinjaNode | undefined, env: unknown): JinjaValue;
+      evaluateArguments(args: JinjaNode[], env: unknown): [JinjaValue[], Map<string, JinjaValue>];
+    };
     class BoundedInterpreter extends Library {
       constructor(
         env: unknown,
@@ -247,6 +255,7 @@ function boundedInterpreter(Base: InterpreterClass): BoundedInterpreterClass {
       override evaluate(node: JinjaNode | undefined, env: unknown): JinjaValue {
         const budget = this.budget;
         if (node?.type === "For") budget.loopSources.add(loopSource(node));
+        if (node?.type === "FilterExpression") this.checkPadding(node as FilterNode, env);
         budget.enter();
         let value: JinjaValue;
         try {
@@ -256,6 +265,26 @@ function boundedInterpreter(Base: InterpreterClass): BoundedInterpreterClass {
         }
         if (node) budget.produced(node, value);
         return value;
+      }
+
+      /**
+       * `indent(width)` and `tojson(indent=width)` build their padding before any value of theirs can be
+       * checked: `'a\nb' | indent(300000000)` took seconds and 300 MB. Their width (times the lines, for
+       * indent) is checked first; the arguments and the operand are evaluated an extra time for it.
+       */
+      private checkPadding(node: FilterNode, env: unknown): void {
+        const { filter } = node;
+        const name = filter.type === "CallExpression" ? filter.callee?.value : undefined;
+        if ((name !== "indent" && name !== "tojson") || !filter.args) return;
+        const [args, kwargs] = this.evaluateArguments(filter.args, env);
+        const width = Number((name === "indent" ? (args[0] ?? kwargs.get("width")) : (kwargs.get("indent") ?? args[0]))?.value ?? 0);
+        if (!(width > 0)) return;
+        const operand = name === "indent" ? this.evaluate(node.operand, env).value : undefined;
+        const lines = typeof operand === "string" ? operand.split("\n").length : 1;
+        if (width * lines > this.budget.limits.maxChars) {
+          const limit = this.budget.limits.maxChars;
+          throw overBudget(this.budget.origin, "maxChars", limit, `builds a value of more than ${limit} characters`);
+        }
       }
     }
     Bounded = BoundedInterpreter as unknown as BoundedInterpreterClass;

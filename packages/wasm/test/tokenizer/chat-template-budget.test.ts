@@ -72,6 +72,15 @@ describe("chat template budget", () => {
     assert.throws(() => bounded(deep, {}, { maxNesting: 20 }), overLimit("MODEL_FORMAT", "maxNesting"));
   });
 
+  it("indent and tojson padding is checked before it is built: width times lines against maxChars", () => {
+    assert.equal(bounded("{{ 'a\nb' | indent(2) }}", {}), "a\n  b");
+    assert.equal(bounded("{{ x | tojson(indent=2) }}", { x: [1] }), "[\n  1\n]");
+    assert.equal(bounded("{{ text | indent(width=100) }}", { text: "a\n".repeat(99) }, { maxChars: 10_000 }).length, 98 * 101 + 1 + 99);
+    for (const template of ["{{ 'a\nb' | indent(300000000) }}", "{{ text | indent(width=101) }}", "{{ x | tojson(indent=20000) }}"]) {
+      assert.throws(() => bounded(template, { text: "a\n".repeat(99), x: [1] }, { maxChars: 10_000 }), overLimit("MODEL_FORMAT", "maxChars"), template);
+    }
+  });
+
   it("self-recursive macros stop at maxDepth every time, also when the caller has used much of the stack", () => {
     // The library hides a stack overflow in its variable lookup as "undefined" (a misleading "cannot
     // call" error that came and went with how warm the process was): the depth limit must come first.

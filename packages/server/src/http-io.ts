@@ -31,8 +31,14 @@ export async function readJsonBody(req: IncomingMessage, limit: number): Promise
   }
 }
 
+/**
+ * The rest of a refused body is not read: the connection closes after the answer. Kept alive, Node would
+ * drain the body to find the next request, and one that never ends would get a second answer (408) on it.
+ */
 function tooLarge(limit: number): HttpError {
-  return new HttpError(413, `the request body is larger than ${limit} bytes`, "invalid_request_error", "request_too_large");
+  return new HttpError(413, `the request body is larger than ${limit} bytes`, "invalid_request_error", "request_too_large", null, {
+    connection: "close",
+  });
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

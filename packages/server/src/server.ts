@@ -220,9 +220,22 @@ export function createServer(options: ServerOptions): InferServer {
     inFlight.add(controller);
     res.setHeader("access-control-allow-origin", "*");
     res.setHeader("x-request-id", randomUUID());
+    // A client that goes away before the answer is complete aborts its generation, as soon as its FIN
+    // arrives: Node closes the response only once its own FIN is out, a turn or more later, while the
+    // generation would go on decoding. HTTP/1.1 clients do not half-close while they wait for an answer
+    // (Node's server ends such a connection itself; nginx logs 499).
+    let left = false;
+    const clientLeft = () => {
+      if (res.writableFinished) return;
+      left = true;
+      controller.abort(new Error("the client disconnected"));
+    };
+    // Kept: Node detaches req.socket (null) by the time the response closes.
+    const socket = req.socket;
+    socket.once("end", clientLeft);
     res.on("close", () => {
-      // A client that goes away before the answer is complete aborts its generation.
-      if (!res.writableFinished) controller.abort(new Error("the client disconnected"));
+      socket.off("end", clientLeft);
+      clientLeft();
       inFlight.delete(controller);
       const endpoint = Object.hasOwn(ROUTE_METHODS, path) ? path : "other";
       const status = res.writableFinished ? String(res.statusCode) : String(refused.get(res) ?? "aborted");
@@ -241,7 +254,7 @@ export function createServer(options: ServerOptions): InferServer {
     try {
       await route(req, res, path, controller.signal);
     } catch (error) {
-      if (controller.signal.aborted && !res.writable) return;
+      if (left || (controller.signal.aborted && !res.writable)) return;
       sendError(res, toHttpError(error));
     }
   }

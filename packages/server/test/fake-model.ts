@@ -30,6 +30,8 @@ export class FakeModel extends BaseTextModel {
   started = 0;
   lastOptions: ResolvedGenerateOptions | undefined;
   lastPrompt: string | undefined;
+  /** The signal of the latest generation or batch. */
+  lastSignal: AbortSignal | undefined;
 
   constructor(
     private readonly delayMs = 0,
@@ -44,6 +46,7 @@ export class FakeModel extends BaseTextModel {
 
   protected async *stream(input: PromptInput, options: ResolvedGenerateOptions, signal: AbortSignal): AsyncGenerator<Token, FinishReason> {
     this.started++;
+    this.lastSignal = signal;
     this.lastOptions = options;
     this.lastPrompt = input.text;
     if (input.text.includes("overflow")) throw new InferenceError("CONTEXT_OVERFLOW", "the prompt is longer than the context (64 tokens)");
@@ -88,6 +91,7 @@ export class FakeModel extends BaseTextModel {
   protected async runBatch(inputs: PromptInput[], options: ResolvedGenerateOptions, signal: AbortSignal, sink: BatchSink): Promise<void> {
     const prompts = inputs.map((input) => input.text);
     this.batches.push(prompts);
+    this.lastSignal = signal;
     this.batchOptions.push(options);
     const gate = this.gate;
     this.gate = undefined;

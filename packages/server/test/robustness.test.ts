@@ -161,6 +161,28 @@ describe("the server refuses bad input in OpenAI's error shape", () => {
     assert.equal(other400(after), other400(before));
   });
 
+  test("a 413 whose body keeps coming is the connection's only answer, and the server serves on", async () => {
+    // Kept alive, the connection drained the body and got a second answer (408) when it never ended;
+    // and Node has detached req.socket by the time such a response closes: the close handler must not need it.
+    const piece = Buffer.alloc(1 << 20, 0x61);
+    const chunk = Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from("\r\n")]);
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect(port, "127.0.0.1");
+      let received = "";
+      socket.setEncoding("utf8");
+      socket.on("data", (text: string) => (received += text));
+      socket.on("error", () => {});
+      socket.on("close", () => resolve(received));
+      socket.write("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n");
+      for (let i = 0; i < 6; i++) socket.write(chunk);
+    });
+    const { status, headers } = parseRaw(answer);
+    assert.equal(status, 413);
+    assert.match(headers, /^connection: close$/im);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal((await fetch(`${url}/v1/models/story`)).status, 200);
+  });
+
   test("a body that stalls halfway gets 408 after the request timeout", async () => {
     const started = performance.now();
     const raw = await rawExchange(port, 'POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"prompt":');

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import { request as httpRequest } from "node:http";
+import { connect, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { createServer, type InferServer } from "../src/index.js";
@@ -154,6 +156,37 @@ describe("concurrency, queueing and aborts", () => {
       // The slot is free again: a new (short) request completes.
       const next = await client(url).chat.completions.create({ model: "story", messages: [{ role: "user", content: "x" }], max_tokens: 2 });
       assert.equal(next.choices[0]!.message.content, " word word");
+    } finally {
+      await server.close();
+    }
+  });
+
+  test("a client's FIN aborts its generation in the turn the server reads it", async () => {
+    // Node closes the response only after its own FIN is out (a later turn), while a generation would go
+    // on decoding; the soak's disconnect probes saw llama_cpp decode two more tokens that way.
+    const model = new FakeModel(1, Array(5000).fill(" word"));
+    const { server, url } = await start({ models: { story: model } });
+    try {
+      const accepted = once(server.http, "connection") as Promise<[Socket]>;
+      const socket = connect(Number(new URL(url).port), "127.0.0.1");
+      const body = JSON.stringify({ model: "story", prompt: "go", stream: true });
+      socket.write(
+        `POST /v1/completions HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+      await once(socket, "data");
+      const [peer] = await accepted;
+      const signal = model.lastSignal;
+      assert.ok(signal && !signal.aborted, "the generation runs");
+      // Checked in the same turn of the server's event loop as its reading of the FIN (setImmediate runs
+      // before the next poll for I/O, where Node would complete its own shutdown of the socket).
+      const abortedInThatTurn = new Promise<boolean>((resolve) => peer.prependOnceListener("end", () => setImmediate(() => resolve(signal.aborted))));
+      socket.resume();
+      socket.end();
+      assert.equal(await abortedInThatTurn, true);
+      socket.destroy();
+      const deadline = Date.now() + 5000;
+      while (model.aborts === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(model.aborts, 1, "the model stopped");
     } finally {
       await server.close();
     }

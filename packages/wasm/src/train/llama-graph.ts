@@ -54,9 +54,11 @@ export interface TrainingGraph {
    * recompute its activations in the backward, for a second forward's time.
    * true: every block (memory for one block's activations instead of all);
    * a number: blocks keep their activations while those of all blocks so far
-   * fit in that many bytes, the later ones are recomputed; false or absent: none.
+   * fit in that many bytes, the later ones are recomputed; a function: that
+   * number, given the bytes every block would keep (the first block's times the
+   * blocks: a model's blocks keep alike); false or absent: none.
    */
-  checkpoint?: boolean | number;
+  checkpoint?: boolean | number | ((allBlocksBytes: number) => number);
   /** Rows of the head's logits computed at once (tests); default: as many as fit a fixed budget of logits. */
   headChunkRows?: number;
   /** Run in float64 (gradient checks; the reference kernels only). */
@@ -114,14 +116,16 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
   /** Per block, its activations, or (checkpointing) only its input. */
   const tapes: (BlockTape | Float32Array)[] = [];
   let stream: Float32Array = x;
-  const budget = graph.checkpoint === true ? 0 : graph.checkpoint === false || graph.checkpoint === undefined ? Infinity : graph.checkpoint;
+  let budget = graph.checkpoint === true ? 0 : graph.checkpoint === false || graph.checkpoint === undefined ? Infinity : graph.checkpoint;
   let keptBytes = 0;
   graph.blocks.forEach((block, i) => {
     const rng = blockRng(i);
     const { tape, mixed } = blockForward(graph, i, block, stream, batch, rng);
     const input = stream;
     stream = blockOutput(tape, mixed, graph, i, block, n, rng);
-    keptBytes += tapeBytes(tape, graph.adapters[i]);
+    const bytes = tapeBytes(tape, graph.adapters[i]);
+    if (typeof budget === "function") budget = budget(bytes * graph.blocks.length);
+    keptBytes += bytes;
     if (keptBytes <= budget) {
       tapes.push(tape);
     } else {
@@ -154,6 +158,7 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
       tape = again.tape;
     }
     dx = blockBackward(graph, i, block, tape, dx, batch);
+    tapes.length = i; // this block's activations can go
   }
   return { sum: output.sum, count: m };
 }
@@ -209,6 +214,16 @@ function tapeBytes(tape: BlockTape, adapters: Partial<Record<AdaptedLinear, Lora
   let bytes = 0;
   for (const array of arrays) bytes += array.byteLength;
   return bytes;
+}
+
+/**
+ * A zeroed float32 buffer of the graph's workspace under \`name\`, for values used only until the next
+ * request under that name: a block's transient activations and gradients would otherwise be tens of MiB
+ * of garbage per block, most of a step's peak beyond the kept activations. \`like\` in float64 runs.
+ */
+function scratch(graph: TrainingGraph, name: string, x: Float32Array, length: number): Float32Array {
+  if (x.constructor !== Float32Array) return like(x, length);
+  return workspaceOf(graph.kernels).floats(name, length).fill(0);
 }
 
 function isTape(saved: BlockTape | Float32Array): saved is BlockTape {
@@ -276,7 +291,8 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   const inv2 = rmsNormForward(h2, x1, block.ffnNorm, n, hidden, rmsEps, normUnitOffset);
   const gate = linearForward(graph, i, "gate", block.gate, h2, n, rng);
   const up = linearForward(graph, i, "up", block.up, h2, n, rng);
-  const mixed = like(x, gate.length);
+  // The down projection's input is kept only by a down adapter; otherwise it is scratch, reused block after block.
+  const mixed = graph.adapters[i]?.down ? like(x, gate.length) : scratch(graph, "mixed", x, gate.length);
   gatedForward(mixed, gate, up, gate.length, config.activation, graph.kernels);
   const tape: BlockTape = {
     x,
@@ -334,31 +350,32 @@ function blockBackward(graph: TrainingGraph, i: number, block: LlamaBlockWeights
   const { hiddenSize: hidden, numHeads, numKVHeads, headDim, normUnitOffset, ropeMode } = config;
   const n = batch.tokens.length;
   // MLP: dx1 = dOut + the MLP's input gradient through the norm.
-  const dMixed = like(dOut, tape.gate.length);
+  // Gradients used only within this block's backward are scratch, reused block after block.
+  const dMixed = scratch(graph, "d-mixed", dOut, tape.gate.length);
   const dDown = postNormBackward(dOut, tape.down, block.postFfnNorm, tape.invDown, config, n);
   linearBackward(graph, i, "down", block.down, dMixed, dDown, n);
-  const dGate = like(dOut, tape.gate.length);
-  const dUp = like(dOut, tape.up.length);
+  const dGate = scratch(graph, "d-gate", dOut, tape.gate.length);
+  const dUp = scratch(graph, "d-up", dOut, tape.up.length);
   gatedBackward(dGate, dUp, dMixed, tape.gate, tape.up, tape.gate.length, config.activation, graph.kernels);
-  const dH2 = like(dOut, n * hidden);
+  const dH2 = scratch(graph, "d-h2", dOut, n * hidden);
   linearBackward(graph, i, "gate", block.gate, dH2, dGate, n);
   linearBackward(graph, i, "up", block.up, dH2, dUp, n);
   const dX1 = dOut.slice();
   rmsNormBackward(dX1, dH2, tape.x1, block.ffnNorm, tape.inv2, n, hidden, normUnitOffset);
 
   // Attention: dx = dx1 + the attention's input gradient through the norm.
-  const dAttended = like(dOut, n * numHeads * headDim);
+  const dAttended = scratch(graph, "d-attended", dOut, n * numHeads * headDim);
   const dO = postNormBackward(dX1, tape.o, block.postAttentionNorm, tape.invO, config, n);
   linearBackward(graph, i, "o", block.o, dAttended, dO, n);
-  const dq = like(dOut, tape.q.length);
-  const dk = like(dOut, tape.k.length);
-  const dv = like(dOut, tape.v.length);
+  const dq = scratch(graph, "d-q", dOut, tape.q.length);
+  const dk = scratch(graph, "d-k", dOut, tape.k.length);
+  const dv = scratch(graph, "d-v", dOut, tape.v.length);
   attentionBackward(dq, dk, dv, dAttended, tape.q, tape.k, tape.v, tape.weights, attentionShape(graph, i, batch), graph.kernels);
   ropeBackward(dq, n, numHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
   ropeBackward(dk, n, numKVHeads, headDim, batch.positions, graph.ropeFrequencies[i]!, ropeMode);
   const dqRaw = block.qNorm ? headNormBackward(dq, tape.qRaw!, block.qNorm, tape.invQ!, n * numHeads, headDim, normUnitOffset) : dq;
   const dkRaw = block.kNorm ? headNormBackward(dk, tape.kRaw!, block.kNorm, tape.invK!, n * numKVHeads, headDim, normUnitOffset) : dk;
-  const dH1 = like(dOut, n * hidden);
+  const dH1 = scratch(graph, "d-h1", dOut, n * hidden);
   linearBackward(graph, i, "q", block.q, dH1, dqRaw, n);
   linearBackward(graph, i, "k", block.k, dH1, dkRaw, n);
   linearBackward(graph, i, "v", block.v, dH1, dv, n);

@@ -298,24 +298,29 @@ export function trainingGraph(transformer: Transformer, adapter: TrainedAdapter 
 }
 
 /**
- * The share of the weights' float32 bytes a step keeps as activations when the
- * caller leaves gradientCheckpointing unset; later blocks are recomputed in the
- * backward. At the batches training uses, every block's activations come to
- * more than its weights (1.7 times an F32 base's at 1,024 tokens of a
- * SmolLM2-shaped model), so keeping them all would make them most of a step's
- * memory; each recomputed block costs a forward's matmuls (about a third of its
- * share of a step, once the transposes and the head's loss left TypeScript). As
- * many blocks as the weights' bytes hold keeps the SmolLM2 shape's F32 peak at
- * about 0.4x PyTorch's (docs/performance.md). The budget counts the weights as
- * float32 whatever their stored encoding, so a quantized base keeps the blocks
- * an F32 one does: counted as stored, a Q8_0 base would keep a quarter as
- * many and recompute most of its blocks (4 of 30 kept on the SmolLM2 shape at
- * rank 16 on every linear, where F32 keeps 16).
+ * What a step keeps as activations when the caller leaves gradientCheckpointing
+ * unset: the first blocks keep theirs, the later ones are recomputed in the
+ * backward, each for a forward's matmuls (about a third of its share of a step).
+ * Kept activations are bounded twice:
+ * - by the weights' float32 bytes: at the batches training uses, a block's
+ *   activations come to more than its weights (1.7 times an F32 base's at 1,024
+ *   tokens of a SmolLM2-shaped model), so keeping all would make them most of a
+ *   step's memory. Weights count as float32 whatever their stored encoding, so a
+ *   quantized base keeps the blocks an F32 one does (counted as stored, a Q8_0
+ *   base would recompute most of its blocks);
+ * - by a share of all the blocks' activations: a model whose weights outweigh its
+ *   activations (a large vocabulary's embedding, Qwen2.5-0.5B's: activations 0.63x
+ *   its weights at 1,024 tokens) kept every block under the first bound and
+ *   peaked at half of PyTorch's peak, the memory target's limit; at this share
+ *   it peaks well under it, and the SmolLM2 shape, which the first bound already
+ *   holds near this share, loses little speed (docs/performance.md).
  */
-const ACTIVATION_SHARE_OF_WEIGHTS = 1;
+const KEPT_SHARE_OF_ACTIVATIONS = 0.6;
 
-function activationBudget(transformer: Transformer): number {
-  return transformer.parameterCount * Float32Array.BYTES_PER_ELEMENT * ACTIVATION_SHARE_OF_WEIGHTS;
+/** The budget of kept activations, given the bytes every block would keep. */
+function activationBudget(transformer: Transformer): (allBlocksBytes: number) => number {
+  const weightBytes = transformer.parameterCount * Float32Array.BYTES_PER_ELEMENT;
+  return (allBlocksBytes) => Math.min(weightBytes, KEPT_SHARE_OF_ACTIVATIONS * allBlocksBytes);
 }
 
 /** The global L2 norm over every adapter gradient (NaN or Infinity when one is not finite). */

@@ -67,7 +67,7 @@ describe("LoRA gradients of tiny random models against finite differences", () =
     const path = join(dir, "checkpointing.gguf");
     await writeRandomGguf(path, { architecture: "qwen3", seed: 12, ...SMALL, numLayers: 3, headDim: 16 });
     const { transformer, format } = await loadTransformer(path, { kernels: referenceKernels });
-    const run = (checkpoint: boolean | number) => {
+    const run = (checkpoint: boolean | number | ((allBlocksBytes: number) => number)) => {
       const adapter = new LoraTrainer(transformer, format).apply({ rank: 2, alpha: 4, targetModules: ALL_MODULES, dropout: 0.3, seed: 4 });
       const fill = new Rng(1);
       for (const linear of adapter.linears) for (let i = 0; i < linear.b.length; i++) linear.b[i] = fill.nextFloat() - 0.5;
@@ -86,6 +86,13 @@ describe("LoRA gradients of tiny random models against finite differences", () =
       assert.equal(partly.sum, kept.sum, `budget ${budget}`);
       assert.deepEqual(partly.grads, kept.grads, `budget ${budget}`);
     }
+    // A budget given as a share of what all blocks would keep: asked once, with three blocks' bytes.
+    const asked: number[] = [];
+    const shared = run((all) => (asked.push(all), all / 2));
+    assert.equal(asked.length, 1);
+    assert.ok(asked[0]! > 0 && asked[0]! % 3 === 0, `asked with ${asked[0]} bytes`);
+    assert.equal(shared.sum, kept.sum);
+    assert.deepEqual(shared.grads, kept.grads);
     await transformer.dispose();
   });
 

@@ -15,6 +15,10 @@ this: the outputs are committed.
 --check loads an adapter folder (one infer wrote, say) with PEFT, fails on any
 warning PEFT or transformers gives, and prints the cosine of its logits for
 the fixture's prompt against the committed adapterLogits.
+
+--check-ours does the same for the adapter our trainer saved
+(scripts/reference/infer_adapter.mjs writes it) and records the warnings and
+PEFT's logits for the fixture's prompt in <adapter>-peft.json beside it.
 """
 import json
 import os
@@ -85,7 +89,8 @@ def main() -> None:
         f.write("\n")
 
 
-def check(adapter_dir: str, model_dir: str) -> None:
+def load_with_peft(adapter_dir: str, model_dir: str):
+    """PEFT's model for the adapter on the base, and every warning loading it gave."""
     import logging
     import warnings
 
@@ -103,8 +108,17 @@ def check(adapter_dir: str, model_dir: str) -> None:
         base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         model = PeftModel.from_pretrained(base, adapter_dir)
     captured += [str(w.message) for w in caught]
+    return model, captured
+
+
+def read_fixture() -> dict:
     with open(os.path.join(os.path.dirname(__file__), "../../packages/wasm/test/fixtures/lora/peft-logits.json")) as f:
-        fixture = json.load(f)
+        return json.load(f)
+
+
+def check(adapter_dir: str, model_dir: str) -> None:
+    model, captured = load_with_peft(adapter_dir, model_dir)
+    fixture = read_fixture()
     with torch.no_grad():
         logits = model.eval()(torch.tensor([fixture["inputIds"]])).logits[0, -1]
     cosine = torch.nn.functional.cosine_similarity(logits, torch.tensor(fixture["adapterLogits"]), dim=0).item()
@@ -113,8 +127,30 @@ def check(adapter_dir: str, model_dir: str) -> None:
         sys.exit(1)
 
 
+def check_ours(adapter_dir: str, model_dir: str) -> None:
+    model, captured = load_with_peft(adapter_dir, model_dir)
+    fixture = read_fixture()
+    with torch.no_grad():
+        logits = model.eval()(torch.tensor([fixture["inputIds"]])).logits[0, -1].tolist()
+    record = {
+        "adapter": os.path.basename(os.path.normpath(adapter_dir)),
+        "inputIds": fixture["inputIds"],
+        "versions": {"torch": torch.__version__, "peft": __import__("peft").__version__, "transformers": __import__("transformers").__version__},
+        "warnings": captured,
+        "logits": [round(v, 6) for v in logits],
+    }
+    with open(os.path.normpath(adapter_dir) + "-peft.json", "w") as f:
+        json.dump(record, f)
+        f.write("\n")
+    print(json.dumps({"warnings": captured}))
+    if captured:
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "--check":
+    if len(sys.argv) > 2 and sys.argv[1] == "--check-ours":
+        check_ours(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "../shared/models/tinystories-656k")
+    elif len(sys.argv) > 2 and sys.argv[1] == "--check":
         check(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "../shared/models/tinystories-656k")
     else:
         main()

@@ -193,6 +193,7 @@ async function assemble(
   const contextLength = chooseContextLength(loaded, kvType, parallelSlots, loadOptions.contextLength);
   const Model = loaded.transformer.weights.trainable ? WasmTrainableModel : WasmModel;
   return new Model({
+    source: path,
     kvType,
     transformer: loaded.transformer,
     tokenizer,

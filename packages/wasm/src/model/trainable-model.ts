@@ -12,7 +12,7 @@ export class WasmTrainableModel extends WasmModel implements TrainableModel {
 
   constructor(parts: WasmModelParts) {
     super(parts);
-    this.trainer = new LoraTrainer(parts.transformer, parts.info.format === "gguf" ? "gguf" : "safetensors");
+    this.trainer = new LoraTrainer(parts.transformer, parts.info.format === "gguf" ? "gguf" : "safetensors", parts.source);
   }
 
   get numLayers(): number {

@@ -35,6 +35,8 @@ import { PrefixCache } from "./prefix-cache.js";
 import { DecodeScheduler, type Sequence, type SequenceRequest } from "./scheduler.js";
 
 export interface WasmModelParts {
+  /** What the model was loaded from, as the caller named it. */
+  source?: string;
   transformer: Transformer;
   tokenizer: Tokenizer;
   info: ModelInfo;

@@ -52,7 +52,7 @@ export class TrainedAdapter {
   constructor(
     readonly config: LoRAConfig,
     private readonly trainable: TrainableBlocks,
-    private readonly model: { config: ModelConfig; format: "gguf" | "safetensors" },
+    private readonly model: { config: ModelConfig; format: "gguf" | "safetensors"; baseModel?: string },
   ) {
     const seed = config.seed ?? DEFAULT_SEED;
     const init = new Rng(seed);
@@ -95,6 +95,7 @@ export class TrainedAdapter {
       ...this.config,
       targetModules: [...this.config.targetModules] as LoraModule[],
       useRslora: false,
+      baseModel: this.model.baseModel,
       layout: this.model.format === "gguf" ? "gguf" : "hf",
       pairs: this.linears.map((l) => ({
         layer: l.layer,
@@ -171,6 +172,8 @@ export class LoraTrainer {
     private readonly transformer: Transformer,
     /** The base's file format: a GGUF llama's q/k rows are permuted, and adapters follow its order. */
     private readonly format: "gguf" | "safetensors",
+    /** The base as it was loaded (a path or a hub id): saved adapters name it in base_model_name_or_path, as PEFT's do. */
+    private readonly baseModel?: string,
   ) {}
 
   /** The adapter applied last, if any. */
@@ -182,7 +185,7 @@ export class LoraTrainer {
   apply(partial: Partial<LoRAConfig> = {}): TrainedAdapter {
     const trainable = this.trainable();
     const config = validateLoRAConfig({ ...defaultLoRAConfig(), ...partial }, this.transformer.config.architecture);
-    const adapter = new TrainedAdapter(config, trainable, { config: this.transformer.config, format: this.format });
+    const adapter = new TrainedAdapter(config, trainable, { config: this.transformer.config, format: this.format, baseModel: this.baseModel });
     this.adapter = adapter;
     this.transformer.lora = adapter.deltas();
     return adapter;

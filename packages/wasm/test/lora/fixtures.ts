@@ -8,6 +8,18 @@ import { SHARED_MODELS } from "../engine/helpers.js";
 /** dist/test/lora/*.js → packages/wasm/test/fixtures/lora. */
 export const LORA_FIXTURES = fileURLToPath(new URL("../../../test/fixtures/lora/", import.meta.url));
 export const PEFT_ADAPTER = join(LORA_FIXTURES, "peft-adapter");
+/** An adapter our trainer saved (scripts/reference/infer_adapter.mjs), and what PEFT made of it (peft_adapter.py --check-ours). */
+export const INFER_ADAPTER = join(LORA_FIXTURES, "infer-adapter");
+
+export interface PeftCheck {
+  inputIds: number[];
+  warnings: string[];
+  logits: number[];
+}
+
+export async function readPeftCheck(): Promise<PeftCheck> {
+  return JSON.parse(await readFile(`${INFER_ADAPTER}-peft.json`, "utf8")) as PeftCheck;
+}
 export const TINYSTORIES = join(SHARED_MODELS, "tinystories-656k");
 
 export interface PeftLogits {

@@ -13,9 +13,9 @@ import { cosineSimilarity } from "@infer/core/testing";
 import { readSafetensors } from "@infer/formats/node";
 import "../../src/index.js";
 import { loadTransformer } from "../../src/load/load.js";
-import { loraDeltas, readLoraAdapter, readPeftFolder, writePeftFolder } from "../../src/lora/index.js";
+import { loraDeltas, peftFolderFiles, readLoraAdapter, readPeftFolder, writePeftFolder } from "../../src/lora/index.js";
 import { skipWithoutSharedModels } from "../engine/helpers.js";
-import { lastLogits, PEFT_ADAPTER, type PeftLogits, readPeftLogits, TINYSTORIES } from "./fixtures.js";
+import { INFER_ADAPTER, lastLogits, PEFT_ADAPTER, type PeftLogits, readPeftCheck, readPeftLogits, TINYSTORIES } from "./fixtures.js";
 
 const skip = skipWithoutSharedModels();
 
@@ -96,5 +96,25 @@ describe("PEFT adapters on tinystories-656k", { skip }, () => {
       return lastLogits(loaded.transformer, fixture.inputIds);
     };
     assert.deepEqual(await run(out), await run(PEFT_ADAPTER));
+  });
+
+  test("an adapter our trainer saved loads in PEFT without warnings, with our logits; our writer still writes it byte for byte", async () => {
+    // PEFT's verdict is a fixture (peft_adapter.py --check-ours): CI has no torch. It holds for these bytes,
+    // so the writer must still produce them; when it changes on purpose, the two reference scripts remake both.
+    const peft = await readPeftCheck();
+    assert.deepEqual(peft.warnings, [], "PEFT and transformers warned while loading it");
+    assert.deepEqual(peft.inputIds, fixture.inputIds);
+    const adapter = await readPeftFolder(INFER_ADAPTER);
+    assert.deepEqual([...adapter.targetModules].sort(), ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]);
+    assert.ok(adapter.pairs.every((pair) => pair.b.some((v) => v !== 0)), "every B was trained away from zero");
+    for (const [name, bytes] of Object.entries(peftFolderFiles(adapter))) {
+      assert.deepEqual(bytes, new Uint8Array(await readFile(join(INFER_ADAPTER, name))), `${name} as our writer writes it today`);
+    }
+    const loaded = await loadTransformer(TINYSTORIES);
+    const base = lastLogits(loaded.transformer, fixture.inputIds);
+    loaded.transformer.lora = loraDeltas(adapter, { config: loaded.transformer.config, format: loaded.format, matrices: loaded.matrices });
+    const ours = lastLogits(loaded.transformer, fixture.inputIds);
+    assert.ok(cosineSimilarity(ours, peft.logits) >= 0.9999, `cosine against PEFT ${cosineSimilarity(ours, peft.logits)}`);
+    assert.ok(cosineSimilarity(base, peft.logits) < 0.9999, "the adapter changes the logits");
   });
 });

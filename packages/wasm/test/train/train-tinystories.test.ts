@@ -97,6 +97,8 @@ describe("LoRA training on tinystories-656k", { skip }, () => {
       const config = JSON.parse(await readFile(join(dir, "adapter_config.json"), "utf8")) as Record<string, unknown>;
       assert.equal(config.r, 8);
       assert.equal(config.lora_alpha, 16);
+      // Named as it was loaded, as PEFT names the base it was given.
+      assert.equal(config.base_model_name_or_path, modelPath);
       const reloaded = await loadModel(modelPath, { backend: "wasm", threads: 1, contextLength: 64, parallelSlots: 1, adapterPath: dir });
       try {
         assert.equal((await reloaded.generateText(PROMPT, { maxTokens: 6, temperature: 0 })).text, trained);

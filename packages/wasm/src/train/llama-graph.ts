@@ -273,26 +273,29 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   if (block.qNorm) {
     q = like(x, qRaw.length);
     invQ = rmsNormForward(q, qRaw, block.qNorm, n * numHeads, headDim, rmsEps, normUnitOffset);
-  } else q = qRaw.slice();
+  } else q = qRaw; // roped in place: the raw values are kept only for a QK-norm's backward
   if (block.kNorm) {
     k = like(x, kRaw.length);
     invK = rmsNormForward(k, kRaw, block.kNorm, n * numKVHeads, headDim, rmsEps, normUnitOffset);
-  } else k = kRaw.slice();
+  } else k = kRaw;
   const frequencies = graph.ropeFrequencies[i]!;
   applyRope(q, n, numHeads, headDim, batch.positions, frequencies, ropeMode);
   applyRope(k, n, numKVHeads, headDim, batch.positions, frequencies, ropeMode);
-  const attended = like(x, n * numHeads * headDim);
+  // The inputs of o, gate and up are kept only by their adapters; otherwise they are scratch.
+  const adapters = graph.adapters[i];
+  const attended = adapters?.o ? like(x, n * numHeads * headDim) : scratch(graph, "attended", x, n * numHeads * headDim);
   const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch), graph.kernels);
   const o = linearForward(graph, i, "o", block.o, attended, n, rng, block.oBias);
   const post = postNorm(o, block.postAttentionNorm, config, n);
-  const x1 = like(x, n * hidden);
+  // Without a post-norm the projection's output is needed no further: the residual sum goes over it.
+  const x1 = block.postAttentionNorm ? like(x, n * hidden) : o;
   for (let j = 0; j < x1.length; j++) x1[j] = x[j]! + post.out[j]!;
-  const h2 = like(x, n * hidden);
+  const h2 = adapters?.gate || adapters?.up ? like(x, n * hidden) : scratch(graph, "h2", x, n * hidden);
   const inv2 = rmsNormForward(h2, x1, block.ffnNorm, n, hidden, rmsEps, normUnitOffset);
   const gate = linearForward(graph, i, "gate", block.gate, h2, n, rng);
   const up = linearForward(graph, i, "up", block.up, h2, n, rng);
   // The down projection's input is kept only by a down adapter; otherwise it is scratch, reused block after block.
-  const mixed = graph.adapters[i]?.down ? like(x, gate.length) : scratch(graph, "mixed", x, gate.length);
+  const mixed = adapters?.down ? like(x, gate.length) : scratch(graph, "mixed", x, gate.length);
   gatedForward(mixed, gate, up, gate.length, config.activation, graph.kernels);
   const tape: BlockTape = {
     x,
@@ -339,7 +342,7 @@ function blockOutput(tape: BlockTape, mixed: Float32Array, graph: TrainingGraph,
     tape.down = down;
     tape.invDown = post.inverse;
   }
-  const out = like(down, down.length);
+  const out = block.postFfnNorm ? like(down, down.length) : down;
   for (let j = 0; j < out.length; j++) out[j] = post.out[j]! + tape.x1[j]!;
   return out;
 }

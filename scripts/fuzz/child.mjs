@@ -58,16 +58,23 @@ function request(url, body) {
     "accept-encoding": "gzip, deflate",
     "content-length": body.length,
   };
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: "POST", agent, headers }, (res) => {
-      const chunks = [];
-      res.on("data", (chunk) => chunks.push(chunk));
-      res.on("end", () => resolve({ status: res.statusCode, text: utf8.decode(Buffer.concat(chunks)) }));
-      res.on("error", reject);
+  const send = (retry) =>
+    new Promise((resolve, reject) => {
+      const req = http.request(url, { method: "POST", agent, headers }, (res) => {
+        const chunks = [];
+        res.on("data", (chunk) => chunks.push(chunk));
+        res.on("end", () => resolve({ status: res.statusCode, text: utf8.decode(Buffer.concat(chunks)) }));
+        res.on("error", reject);
+      });
+      req.on("error", (error) => {
+        // A kept-alive connection the server closed for idleness as this request went out: the request
+        // never reached it. Sent again on a new connection, as Node's documentation advises (and fetch does).
+        if (retry && req.reusedSocket && (error.code === "ECONNRESET" || error.message === "socket hang up")) resolve(send(false));
+        else reject(error);
+      });
+      req.end(body);
     });
-    req.on("error", reject);
-    req.end(body);
-  });
+  return send(true);
 }
 
 async function post(url, path, body) {

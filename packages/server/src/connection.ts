@@ -32,6 +32,26 @@ export function httpServerOptions(timeouts: ConnectionTimeouts) {
   };
 }
 
+/** How long a connection closed under a client still sending keeps reading (and dropping) what it sends. */
+const LINGER_MS = 2_000;
+
+/**
+ * Makes the close that node:http does after an answer with \`connection: close\` a lingering one, as
+ * servers close on a client still sending its body (nginx's lingering close): our FIN after the answer,
+ * then whatever the client still sends is read and dropped until it closes too or LINGER_MS pass.
+ * Closed at once with body bytes unread, the connection would be reset, and a reset can discard the
+ * answer before the client reads it. (node:http ends such a connection through \`destroySoon\`.)
+ */
+export function lingerWhenClosing(socket: Socket): void {
+  socket.destroySoon = () => {
+    socket.end();
+    socket.resume();
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+    timer.unref();
+    socket.once("close", () => clearTimeout(timer));
+  };
+}
+
 /** What node:http's own parser and timeouts report, as the status and OpenAI error a client gets. */
 function describeClientError(error: NodeJS.ErrnoException): HttpError {
   switch (error.code) {

@@ -3,7 +3,7 @@ import { createServer as createHttpServer, type IncomingMessage, type Server, ty
 import type { AddressInfo, Socket } from "node:net";
 import { capabilitiesOf, isEmbeddingModel, isProbedModel, isTokenizerModel, type ModelService, ProbeMetrics, type TextModel } from "@infer/core";
 import { Batcher } from "./batcher.js";
-import { answerClientErrors, type ConnectionTimeouts, httpServerOptions } from "./connection.js";
+import { answerClientErrors, type ConnectionTimeouts, httpServerOptions, lingerWhenClosing } from "./connection.js";
 import { HttpError, toHttpError } from "./errors.js";
 import { readJsonBody, sendError, sendJson } from "./http-io.js";
 import { ServerMetrics } from "./metrics.js";
@@ -255,7 +255,10 @@ export function createServer(options: ServerOptions): InferServer {
       await route(req, res, path, controller.signal);
     } catch (error) {
       if (left || (controller.signal.aborted && !res.writable)) return;
-      sendError(res, toHttpError(error));
+      const answer = toHttpError(error);
+      // An answer that closes the connection before the whole body arrived (413) closes it lingering.
+      if (answer.headers.connection === "close" && !req.complete) lingerWhenClosing(socket);
+      sendError(res, answer);
     }
   }
 

@@ -8,19 +8,24 @@ interface ErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
 }
 
-/** Sends `bytes` over a plain TCP connection and resolves with all the server wrote before it closed. */
-function rawExchange(port: number, bytes: string, giveUpMs = 5_000): Promise<string> {
+/**
+ * Sends `bytes` over a plain TCP connection (then `thenEvery20Ms` every 20 ms, a client that goes on
+ * sending) and resolves with all the server wrote before it closed.
+ */
+function rawExchange(port: number, bytes: string, giveUpMs = 5_000, thenEvery20Ms?: Buffer): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, "127.0.0.1");
     let received = "";
+    const sending = thenEvery20Ms && setInterval(() => socket.writable && socket.write(thenEvery20Ms), 20);
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Error(`the server kept the connection open past ${giveUpMs} ms; it wrote ${JSON.stringify(received)}`));
+      reject(new Error(`the server kept the connection open past ${giveUpMs} ms; it wrote ${JSON.stringify(received.slice(0, 2000))}`));
     }, giveUpMs);
     socket.setEncoding("utf8");
     socket.on("data", (chunk: string) => (received += chunk));
     socket.on("error", () => {});
     socket.on("close", () => {
+      clearInterval(sending);
       clearTimeout(timer);
       resolve(received);
     });
@@ -161,26 +166,25 @@ describe("the server refuses bad input in OpenAI's error shape", () => {
     assert.equal(other400(after), other400(before));
   });
 
-  test("a 413 whose body keeps coming is the connection's only answer, and the server serves on", async () => {
-    // Kept alive, the connection drained the body and got a second answer (408) when it never ended;
-    // and Node has detached req.socket by the time such a response closes: the close handler must not need it.
-    const piece = Buffer.alloc(1 << 20, 0x61);
-    const chunk = Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from("\r\n")]);
-    const answer = await new Promise<string>((resolve) => {
-      const socket = connect(port, "127.0.0.1");
-      let received = "";
-      socket.setEncoding("utf8");
-      socket.on("data", (text: string) => (received += text));
-      socket.on("error", () => {});
-      socket.on("close", () => resolve(received));
-      socket.write("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n");
-      for (let i = 0; i < 6; i++) socket.write(chunk);
-    });
-    const { status, headers } = parseRaw(answer);
-    assert.equal(status, 413);
-    assert.match(headers, /^connection: close$/im);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    assert.equal((await fetch(`${url}/v1/models/story`)).status, 200);
+  test("a 413 whose body keeps coming is the connection's only answer; the connection closes; the server serves on", async () => {
+    // Kept alive, the connection drained the body and got a second answer (408) when it never ended; closed
+    // at once, unread bytes would reset it. Its own server: a small body limit, and a request timeout far
+    // beyond the test, so only the close ends the connection.
+    const own = createServer({ models: { story: new FakeModel() }, maxBodyBytes: 1024, requestTimeoutMs: 120_000 });
+    const { port: ownPort, url: ownUrl } = await own.listen(0, "127.0.0.1");
+    try {
+      const chunk = Buffer.concat([Buffer.from("10000\r\n"), Buffer.alloc(0x10000, 0x61), Buffer.from("\r\n")]);
+      // A client that goes on sending its body until the server closes: only the close ends the exchange.
+      const head = "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+      const answer = await rawExchange(ownPort, head, 10_000, chunk);
+      // Node has detached req.socket by the time such a response closes: the close handler must not need it.
+      const { status, headers } = parseRaw(answer);
+      assert.equal(status, 413);
+      assert.match(headers, /^connection: close$/im);
+      assert.equal((await fetch(`${ownUrl}/v1/models/story`)).status, 200);
+    } finally {
+      await own.close();
+    }
   });
 
   test("a body that stalls halfway gets 408 after the request timeout", async () => {

@@ -104,7 +104,13 @@ describe("LoRA training through the browser bundle in headless Chromium, against
     assert.deepEqual(inPageRun.gradNorms, inNode.gradNorms);
     for (let step = 1; step < STEPS.steps; step++) assert.ok(inPageRun.losses[step]! < inPageRun.losses[step - 1]!, `losses ${inPageRun.losses.join(", ")}`);
     assert.deepEqual(Object.keys(inPageRun.files).sort(), ["adapter_config.json", "adapter_model.safetensors"]);
-    assert.deepEqual(inPageRun.files, inNode.files);
+    assert.deepEqual(inPageRun.files["adapter_model.safetensors"], inNode.files["adapter_model.safetensors"]);
+    // The configs differ only where each names the base as it was loaded: the page by URL, Node by path.
+    const config = (files: Record<string, number[]>) => JSON.parse(new TextDecoder().decode(Uint8Array.from(files["adapter_config.json"]!))) as Record<string, unknown>;
+    const [pageConfig, nodeConfig] = [config(inPageRun.files), config(inNode.files)];
+    assert.equal(pageConfig.base_model_name_or_path, `${server.origin}${URL_IN_PAGE}`);
+    assert.equal(nodeConfig.base_model_name_or_path, PATH_IN_NODE);
+    assert.deepEqual({ ...pageConfig, base_model_name_or_path: null }, { ...nodeConfig, base_model_name_or_path: null });
     assert.deepEqual(inPageRun.logits, inNode.logits);
 
     // The page's PEFT files, written as a folder, load in Node through adapterPath with the trained model's logits.

@@ -36,11 +36,11 @@ export function httpServerOptions(timeouts: ConnectionTimeouts) {
 const LINGER_MS = 2_000;
 
 /**
- * Makes the close that node:http does after an answer with \`connection: close\` a lingering one, as
+ * Makes the close that node:http does after an answer with `connection: close` a lingering one, as
  * servers close on a client still sending its body (nginx's lingering close): our FIN after the answer,
  * then whatever the client still sends is read and dropped until it closes too or LINGER_MS pass.
  * Closed at once with body bytes unread, the connection would be reset, and a reset can discard the
- * answer before the client reads it. (node:http ends such a connection through \`destroySoon\`.)
+ * answer before the client reads it. (node:http ends such a connection through `destroySoon`.)
  */
 export function lingerWhenClosing(socket: Socket): void {
   socket.destroySoon = () => {

@@ -118,15 +118,24 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
   let stream: Float32Array = x;
   let budget = graph.checkpoint === true ? 0 : graph.checkpoint === false || graph.checkpoint === undefined ? Infinity : graph.checkpoint;
   let keptBytes = 0;
+  /** The first block's kept bytes, which stand for every block's (a model's blocks keep alike). */
+  let blockBytes: number | undefined;
   graph.blocks.forEach((block, i) => {
     const rng = blockRng(i);
-    const { tape, mixed } = blockForward(graph, i, block, stream, batch, rng);
+    // Whether a block may keep its activations is known before its forward (from the first block's size):
+    // one that may holds its largest arrays in buffers of its own, reused step after step; the others
+    // share one set, free again once their forward (or, recomputed, their backward) is done.
+    const mayKeep = blockBytes === undefined || keptBytes + blockBytes <= (budget as number);
+    const { tape, mixed } = blockForward(graph, i, block, stream, batch, rng, mayKeep);
     const input = stream;
     stream = blockOutput(tape, mixed, graph, i, block, n, rng);
     const bytes = tapeBytes(tape, graph.adapters[i]);
-    if (typeof budget === "function") budget = budget(bytes * graph.blocks.length);
-    keptBytes += bytes;
-    if (keptBytes <= budget) {
+    if (blockBytes === undefined) {
+      blockBytes = bytes;
+      if (typeof budget === "function") budget = budget(bytes * graph.blocks.length);
+    }
+    if (mayKeep && keptBytes + bytes <= (budget as number)) {
+      keptBytes += bytes;
       tapes.push(tape);
     } else {
       tapes.push(input);
@@ -217,9 +226,9 @@ function tapeBytes(tape: BlockTape, adapters: Partial<Record<AdaptedLinear, Lora
 }
 
 /**
- * A zeroed float32 buffer of the graph's workspace under \`name\`, for values used only until the next
+ * A zeroed float32 buffer of the graph's workspace under `name`, for values used only until the next
  * request under that name: a block's transient activations and gradients would otherwise be tens of MiB
- * of garbage per block, most of a step's peak beyond the kept activations. \`like\` in float64 runs.
+ * of garbage per block, most of a step's peak beyond the kept activations. `like` in float64 runs.
  */
 function scratch(graph: TrainingGraph, name: string, x: Float32Array, length: number): Float32Array {
   if (x.constructor !== Float32Array) return like(x, length);
@@ -231,8 +240,17 @@ function isTape(saved: BlockTape | Float32Array): saved is BlockTape {
 }
 
 /** A frozen linear (+ bias) plus its adapter when it has one. */
-function linearForward(graph: TrainingGraph, i: number, name: AdaptedLinear, w: WeightMatrix, x: Float32Array, n: number, rng: Rng, bias?: Float32Array): Float32Array {
-  const out = like(x, n * w.rows);
+function linearForward(
+  graph: TrainingGraph,
+  i: number,
+  name: AdaptedLinear,
+  w: WeightMatrix,
+  x: Float32Array,
+  n: number,
+  rng: Rng,
+  bias?: Float32Array,
+  out = like(x, n * w.rows),
+): Float32Array {
   frozenLinearForward(graph.kernels, out, w, x, n, bias);
   graph.adapters[i]?.[name]?.forward(out, x, n, graph.dropout, rng, graph.kernels);
   return out;
@@ -256,8 +274,21 @@ function attentionShape(graph: TrainingGraph, i: number, batch: PackedBatch): At
   };
 }
 
-/** The block's forward up to the MLP's gated activation: its tape, and that activation (the down projection's input). */
-function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights, x: Float32Array, batch: PackedBatch, rng: Rng): { tape: BlockTape; mixed: Float32Array } {
+/**
+ * The block's forward up to the MLP's gated activation: its tape, and that activation (the down
+ * projection's input). The MLP's gate and up projections, most of what a block keeps, go to workspace
+ * buffers: arrays of the block's own when it may keep them (`ownBuffers`), reused step after step (a
+ * fresh array's first touch costs about what its matmul does), else scratch that blocks share.
+ */
+function blockForward(
+  graph: TrainingGraph,
+  i: number,
+  block: LlamaBlockWeights,
+  x: Float32Array,
+  batch: PackedBatch,
+  rng: Rng,
+  ownBuffers = false,
+): { tape: BlockTape; mixed: Float32Array } {
   const { config } = graph;
   const { hiddenSize: hidden, numHeads, numKVHeads, headDim, rmsEps, normUnitOffset, ropeMode } = config;
   const n = batch.tokens.length;
@@ -292,8 +323,12 @@ function blockForward(graph: TrainingGraph, i: number, block: LlamaBlockWeights,
   for (let j = 0; j < x1.length; j++) x1[j] = x[j]! + post.out[j]!;
   const h2 = adapters?.gate || adapters?.up ? like(x, n * hidden) : scratch(graph, "h2", x, n * hidden);
   const inv2 = rmsNormForward(h2, x1, block.ffnNorm, n, hidden, rmsEps, normUnitOffset);
-  const gate = linearForward(graph, i, "gate", block.gate, h2, n, rng);
-  const up = linearForward(graph, i, "up", block.up, h2, n, rng);
+  const length = n * block.gate.rows;
+  // Overwritten whole by the projection: the block's own arrays are not zeroed first.
+  const buffer = (name: string) =>
+    ownBuffers && x.constructor === Float32Array ? workspaceOf(graph.kernels).array(`block-${i}-${name}`, length) : scratch(graph, name, x, length);
+  const gate = linearForward(graph, i, "gate", block.gate, h2, n, rng, undefined, buffer("gate"));
+  const up = linearForward(graph, i, "up", block.up, h2, n, rng, undefined, buffer("up"));
   // The down projection's input is kept only by a down adapter; otherwise it is scratch, reused block after block.
   const mixed = adapters?.down ? like(x, gate.length) : scratch(graph, "mixed", x, gate.length);
   gatedForward(mixed, gate, up, gate.length, config.activation, graph.kernels);

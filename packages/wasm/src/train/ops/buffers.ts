@@ -20,6 +20,7 @@ export function like(x: Float32Array, length: number): Float32Array {
  */
 export class Workspace {
   private readonly views = new Map<string, Uint8Array>();
+  private readonly arrays = new Map<string, Float32Array>();
 
   constructor(private readonly kernels: Kernels) {}
 
@@ -37,6 +38,18 @@ export class Workspace {
   floats(name: string, length: number): Float32Array {
     const view = this.bytes(name, length * 4);
     return new Float32Array(view.buffer, view.byteOffset, length);
+  }
+
+  /**
+   * `length` float32 values under `name` in an array of their own, outside the kernels' memory (whose
+   * ceiling the many buffers kept across steps could reach); previous contents not kept when it grows.
+   */
+  array(name: string, length: number): Float32Array {
+    const held = this.arrays.get(name);
+    if (held && held.length >= length) return held.subarray(0, length);
+    const array = new Float32Array(length);
+    this.arrays.set(name, array);
+    return array;
   }
 }
 

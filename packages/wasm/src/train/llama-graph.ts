@@ -125,7 +125,7 @@ export function lossAndGradients(graph: TrainingGraph, batch: PackedBatch, backw
     // Whether a block may keep its activations is known before its forward (from the first block's size):
     // one that may holds its largest arrays in buffers of its own, reused step after step; the others
     // share one set, free again once their forward (or, recomputed, their backward) is done.
-    const mayKeep = blockBytes === undefined || keptBytes + blockBytes <= (budget as number);
+    const mayKeep = blockBytes === undefined ? budget !== 0 : keptBytes + blockBytes <= (budget as number);
     const { tape, mixed } = blockForward(graph, i, block, stream, batch, rng, mayKeep);
     const input = stream;
     stream = blockOutput(tape, mixed, graph, i, block, n, rng);
@@ -235,6 +235,11 @@ function scratch(graph: TrainingGraph, name: string, x: Float32Array, length: nu
   return workspaceOf(graph.kernels).floats(name, length).fill(0);
 }
 
+/** A linear's input: an array of its own when an adapter keeps it for the backward, else scratch. */
+function linearInput(graph: TrainingGraph, kept: boolean, name: string, x: Float32Array, length: number): Float32Array {
+  return kept ? like(x, length) : scratch(graph, name, x, length);
+}
+
 function isTape(saved: BlockTape | Float32Array): saved is BlockTape {
   return !(saved instanceof Float32Array || saved instanceof Float64Array);
 }
@@ -314,14 +319,14 @@ function blockForward(
   applyRope(k, n, numKVHeads, headDim, batch.positions, frequencies, ropeMode);
   // The inputs of o, gate and up are kept only by their adapters; otherwise they are scratch.
   const adapters = graph.adapters[i];
-  const attended = adapters?.o ? like(x, n * numHeads * headDim) : scratch(graph, "attended", x, n * numHeads * headDim);
+  const attended = linearInput(graph, adapters?.o !== undefined, "attended", x, n * numHeads * headDim);
   const weights = attentionForward(attended, q, k, v, attentionShape(graph, i, batch), graph.kernels);
   const o = linearForward(graph, i, "o", block.o, attended, n, rng, block.oBias);
   const post = postNorm(o, block.postAttentionNorm, config, n);
   // Without a post-norm the projection's output is needed no further: the residual sum goes over it.
   const x1 = block.postAttentionNorm ? like(x, n * hidden) : o;
   for (let j = 0; j < x1.length; j++) x1[j] = x[j]! + post.out[j]!;
-  const h2 = adapters?.gate || adapters?.up ? like(x, n * hidden) : scratch(graph, "h2", x, n * hidden);
+  const h2 = linearInput(graph, adapters?.gate !== undefined || adapters?.up !== undefined, "h2", x, n * hidden);
   const inv2 = rmsNormForward(h2, x1, block.ffnNorm, n, hidden, rmsEps, normUnitOffset);
   const length = n * block.gate.rows;
   // Overwritten whole by the projection: the block's own arrays are not zeroed first.
@@ -329,8 +334,7 @@ function blockForward(
     ownBuffers && x.constructor === Float32Array ? workspaceOf(graph.kernels).array(`block-${i}-${name}`, length) : scratch(graph, name, x, length);
   const gate = linearForward(graph, i, "gate", block.gate, h2, n, rng, undefined, buffer("gate"));
   const up = linearForward(graph, i, "up", block.up, h2, n, rng, undefined, buffer("up"));
-  // The down projection's input is kept only by a down adapter; otherwise it is scratch, reused block after block.
-  const mixed = adapters?.down ? like(x, gate.length) : scratch(graph, "mixed", x, gate.length);
+  const mixed = linearInput(graph, adapters?.down !== undefined, "mixed", x, gate.length);
   gatedForward(mixed, gate, up, gate.length, config.activation, graph.kernels);
   const tape: BlockTape = {
     x,

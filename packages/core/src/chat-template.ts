@@ -16,6 +16,11 @@ import { InferenceError, type ErrorCode } from "./errors.js";
 
 /** The budget a render gets; every limit is far beyond what real templates use. */
 export interface ChatTemplateLimits {
+  /**
+   * Characters in the template's own text, checked before anything reads it: the library's tokenizer
+   * takes about a second for a couple of megabytes, so hostile text must be refused before it runs.
+   */
+  maxTemplateChars: number;
   /** Deepest nesting of blocks, brackets and unary/ternary chains in the template text (the parser recurses on each). */
   maxNesting: number;
   /** Evaluation steps (expressions and statements, plus one per item of every loop and every `range`), beyond those the inputs grant. */
@@ -35,6 +40,7 @@ export interface ChatTemplateLimits {
 }
 
 export const CHAT_TEMPLATE_LIMITS: Readonly<ChatTemplateLimits> = Object.freeze({
+  maxTemplateChars: 128 * 1024, // real templates, tools and all, are a few KiB to a few tens of KiB
   maxNesting: 100,
   maxSteps: 250_000,
   stepsPerInput: 100,
@@ -84,9 +90,10 @@ export interface JinjaEngine<Token extends JinjaToken, Program, Environment exte
 
 /**
  * Tokenizes and parses `text` the way the library's `Template` does, after
- * refusing text that nests deeper than `limits.maxNesting` (checked on the
- * tokens, before the recursive parser sees them). Parse errors are the
- * library's, for the caller to report.
+ * refusing text longer than `limits.maxTemplateChars` (before tokenizing) or
+ * nesting deeper than `limits.maxNesting` (checked on the tokens, before the
+ * recursive parser sees them). Parse errors are the library's, for the
+ * caller to report.
  */
 export function parseBoundedTemplate<Token extends JinjaToken, Program, Environment extends JinjaEnvironment>(
   jinja: JinjaEngine<Token, Program, Environment>,
@@ -94,6 +101,9 @@ export function parseBoundedTemplate<Token extends JinjaToken, Program, Environm
   origin: ChatTemplateOrigin,
   limits: ChatTemplateLimits = CHAT_TEMPLATE_LIMITS,
 ): Program {
+  if (text.length > limits.maxTemplateChars) {
+    throw overBudget(origin, "maxTemplateChars", limits.maxTemplateChars, `is ${text.length} characters long`);
+  }
   const tokens = jinja.tokenize(text, { lstrip_blocks: true, trim_blocks: true });
   if (templateNesting(tokens, limits.maxNesting) > limits.maxNesting) {
     throw overBudget(origin, "maxNesting", limits.maxNesting, `nests deeper than ${limits.maxNesting} levels`);

@@ -72,6 +72,16 @@ describe("chat template budget", () => {
     assert.throws(() => bounded(deep, {}, { maxNesting: 20 }), overLimit("MODEL_FORMAT", "maxNesting"));
   });
 
+  it("the template's own length is checked before it is read: maxTemplateChars renders, one more character fails", () => {
+    const longest = "{{ 'a' }}" + "x".repeat(CHAT_TEMPLATE_LIMITS.maxTemplateChars - 9);
+    assert.equal(bounded(longest, {}), "a" + "x".repeat(CHAT_TEMPLATE_LIMITS.maxTemplateChars - 9));
+    assert.throws(() => bounded(longest + "x", {}), overLimit("MODEL_FORMAT", "maxTemplateChars"));
+    // Refused on its length before the library's tokenizer reads it: text it would reject gets the same error.
+    const unterminated = "{{ 'unterminated ".repeat(10);
+    assert.throws(() => bounded(unterminated, {}), /Unexpected end of input/);
+    assert.throws(() => bounded(unterminated, {}, { maxTemplateChars: 100 }), overLimit("MODEL_FORMAT", "maxTemplateChars"));
+  });
+
   it("indent and tojson padding is checked before it is built: width times lines against maxChars", () => {
     assert.equal(bounded("{{ 'a\nb' | indent(2) }}", {}), "a\n  b");
     assert.equal(bounded("{{ x | tojson(indent=2) }}", { x: [1] }), "[\n  1\n]");

@@ -61,9 +61,10 @@ export async function runCampaign(options) {
         statsOf(target.name, backend).skipped++;
         continue;
       }
-      // A model is loaded from a path, so its files go to disk; a template or a request travels with the case.
-      const onDisk = target.kind === "model";
-      return { target, index, fuzzCase, known, dir: onDisk ? dirs.write(fuzzCase.files, fuzzCase.links) : undefined, files: onDisk ? undefined : fuzzCase.files };
+      // A model or adapter is loaded from a path, so its files go to disk; a template or a request travels with the case.
+      const onDisk = target.kind === "model" || target.kind === "adapter";
+      const dir = onDisk ? dirs.write(fuzzCase.files, fuzzCase.links, fuzzCase.linkNames) : undefined;
+      return { target, index, fuzzCase, known, dir, files: onDisk ? undefined : fuzzCase.files };
     }
   }
 
@@ -88,7 +89,7 @@ export async function runCampaign(options) {
 
   async function drive(backend, worker, queue, slot) {
     const dirs = new CaseDirs(join(workDir, `${backend}-${slot}`));
-    const run = (c) => worker.run({ dir: c.dir, files: c.files, target: { kind: c.target.kind, entry: c.target.entry } });
+    const run = (c) => worker.run({ dir: c.dir, files: c.files, base: c.fuzzCase.base, target: { kind: c.target.kind, entry: c.target.entry } });
     let current = Date.now() > deadline ? undefined : prepare(backend, queue, dirs);
     let running = current && run(current);
     while (current) {

@@ -26,9 +26,12 @@ async function servedModel(backend, modelPath) {
   return served;
 }
 
-/** Loads, then generates a few greedy tokens: a parse error must surface as a typed error, not later. */
-async function loadAndGenerate(path, backend) {
-  const model = await loadModel(path, { ...LOAD, backend });
+/**
+ * Loads (with `adapterPath`, for an adapter case), then generates a few greedy tokens: a parse error must
+ * surface as a typed error, not later.
+ */
+async function loadAndGenerate(path, backend, adapterPath) {
+  const model = await loadModel(path, { ...LOAD, backend, ...(adapterPath !== undefined && { adapterPath }) });
   try {
     await model.generateText("hi", GENERATE);
     const failure = model.err();
@@ -118,6 +121,10 @@ async function runCase(message) {
   try {
     if (target.kind === "model") {
       await loadAndGenerate(join(dir, target.entry), backend);
+      return { outcome: "generated" };
+    }
+    if (target.kind === "adapter") {
+      await loadAndGenerate(message.base, backend, join(dir, target.entry));
       return { outcome: "generated" };
     }
     const { model, url } = await servedModel(backend, modelPath);

@@ -81,8 +81,8 @@ export class FuzzWorker {
   }
 
   /**
-   * Runs one case: { dir, target: {kind, entry}, files? } (files: a template's or request's files, sent
-   * instead of read from dir). Resolves with { outcome, code?, message?, ms, peakMiB }.
+   * Runs one case: { dir, target: {kind, entry}, files?, base? } (files: a template's or request's files,
+   * sent instead of read from dir; base: the model an adapter case loads with its adapter). Resolves with { outcome, code?, message?, ms, peakMiB }.
    */
   async run(fuzzCase) {
     if (!this.child) {

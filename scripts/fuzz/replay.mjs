@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { DEFAULTS } from "./campaign.mjs";
 import { FuzzWorker } from "./pool.mjs";
 import { listReproducers, writeCaseDir } from "./reproducers.mjs";
-import { loadSeeds } from "./seeds.mjs";
+import { loadSeeds, PEFT_FILES } from "./seeds.mjs";
 import { targetNamed } from "./targets.mjs";
 
 /** The mutated files a reproducer folder holds: everything but case.json. */
@@ -32,9 +32,16 @@ export async function createReplayer(options = {}) {
   return {
     async replay({ dir, meta }) {
       const target = targetNamed(meta.target);
-      const seed = seeds.hf.find((s) => s.name === meta.seedModel);
       const caseDir = join(workDir, "case");
-      await writeCaseDir(caseDir, caseFiles(dir), target.entry === "." ? seed?.folder : undefined);
+      const files = caseFiles(dir);
+      if (target.kind === "adapter") {
+        const peft = target.entry === ".";
+        const seed = (peft ? seeds.peft : seeds.ggufLora).find((s) => s.name === meta.seedModel);
+        await writeCaseDir(caseDir, files, peft ? seed.folder : undefined, PEFT_FILES);
+        return workerFor(meta.backend).run({ dir: caseDir, base: seed.base, target: { kind: target.kind, entry: target.entry } });
+      }
+      const seed = seeds.hf.find((s) => s.name === meta.seedModel);
+      await writeCaseDir(caseDir, files, target.entry === "." ? seed?.folder : undefined);
       return workerFor(meta.backend).run({ dir: caseDir, target: { kind: target.kind, entry: target.entry } });
     },
     async close() {

@@ -62,12 +62,12 @@ export async function saveReproducer(finding, root = REGRESSIONS) {
 }
 
 /**
- * Lays a case out in `dir` for the child: the mutated files, and for a Hugging Face case links to the
- * seed folder's other files.
+ * Lays a case out in `dir` for the child: the mutated files, and for a Hugging Face or PEFT case links to
+ * the seed folder's other `linkNames`.
  */
-export async function writeCaseDir(dir, files, links) {
+export async function writeCaseDir(dir, files, links, linkNames = HF_FILES) {
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
   for (const [name, bytes] of Object.entries(files)) await writeFile(join(dir, name), bytes);
-  if (links) for (const name of HF_FILES) if (!(name in files)) await symlink(join(links, name), join(dir, name));
+  if (links) for (const name of linkNames) if (!(name in files)) await symlink(join(links, name), join(dir, name));
 }

@@ -1,5 +1,6 @@
 // Seeds: tiny valid models written by the repository's own writers (one per architecture, GGUF and Hugging
-// Face layouts), plus the shared small real models when present. Tiny keeps each case to milliseconds.
+// Face layouts) and a LoRA adapter for each (PEFT folder, GGUF file), plus the shared small real models when
+// present. Tiny keeps each case to milliseconds.
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";

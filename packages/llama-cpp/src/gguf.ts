@@ -1,5 +1,6 @@
 // The checks llama.cpp needs before it sees a file, worded for this backend; the format's facts
 // (magic, versions, sizes, value types) and its parser are @infer/formats'.
+import { constants } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
 import {
@@ -16,8 +17,10 @@ import { readGgufMetadataPrefix } from "@infer/formats/node";
 /** True when the file starts with the GGUF magic; false for anything else, including missing files. */
 export async function hasGgufMagic(path: string): Promise<boolean> {
   try {
-    const file = await open(path, "r");
+    // O_NONBLOCK: a named pipe opens at once (instead of waiting for a writer) and is then refused as no file.
+    const file = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
     try {
+      if (!(await file.stat()).isFile()) return false;
       const head = Buffer.alloc(4);
       const { bytesRead } = await file.read(head, 0, 4, 0);
       return bytesHaveGgufMagic(head.subarray(0, bytesRead));

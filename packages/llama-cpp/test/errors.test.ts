@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { mkdir, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { constants } from "node:fs";
+import { mkdir, mkdtemp, open, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -23,6 +25,18 @@ test("the backend registers on import, is available and sniffs GGUF", async () =
   await writeFile(text, "plain text");
   assert.equal(await backend.canLoad(text), false);
   if (!skipWithoutStories) assert.equal(await backend.canLoad(STORIES_GGUF), true);
+});
+
+test("a named pipe is no model: canLoad is false and loading is MODEL_FORMAT, neither waiting for a writer", { skip: process.platform === "win32", timeout: 60_000 }, async () => {
+  const pipe = join(scratch, "pipe.gguf");
+  execFileSync("mkfifo", [pipe]);
+  try {
+    assert.equal(await getBackend("llama_cpp").canLoad(pipe), false);
+    await assert.rejects(loadModel(pipe, TEST_LOAD), rejectsWith("MODEL_FORMAT", pipe, "not a file"));
+  } finally {
+    // Should a reader still wait on it (the bug this guards against), a writer releases it.
+    await open(pipe, constants.O_WRONLY | constants.O_NONBLOCK).then((h) => h.close(), () => undefined);
+  }
 });
 
 test("a missing model is MODEL_NOT_FOUND", async () => {
@@ -69,7 +83,7 @@ describe("with the stories260K file", { skip: skipWithoutStories }, () => {
     await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, threads: 0 }), rejectsWith("INVALID_OPTION", "threads"));
   });
 
-  test("LoRA adapters: missing, PEFT folder, non-GGUF file", async () => {
+  test("LoRA adapters: missing, PEFT folder, non-GGUF file, pipe or device", async () => {
     await assert.rejects(
       loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: join(scratch, "no-adapter.gguf") }),
       rejectsWith("MODEL_NOT_FOUND", "no-adapter.gguf"),
@@ -84,6 +98,13 @@ describe("with the stories260K file", { skip: skipWithoutStories }, () => {
     const text = join(scratch, "adapter.txt");
     await writeFile(text, "not an adapter");
     await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath: text }), rejectsWith("MODEL_FORMAT", text));
+    if (process.platform !== "win32") {
+      const pipe = join(scratch, "adapter-pipe.gguf");
+      execFileSync("mkfifo", [pipe]);
+      for (const adapterPath of [pipe, "/dev/zero"]) {
+        await assert.rejects(loadModel(STORIES_GGUF, { ...TEST_LOAD, adapterPath }), rejectsWith("MODEL_FORMAT", adapterPath, "not a file"));
+      }
+    }
   });
 
   test("threads default to one fewer than llama.cpp's count of physical cores (defaultThreads); probes see each token", async () => {

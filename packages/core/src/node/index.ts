@@ -15,6 +15,8 @@ export async function detectFormat(path: string): Promise<ModelFormat> {
       if (names.includes("config.json") && names.some((n) => n.endsWith(".safetensors"))) return "safetensors";
       return "unknown";
     }
+    // A pipe, device or socket is no model file (and opening a named pipe waits for a writer).
+    if (!info.isFile()) return "unknown";
     const handle = await open(path, "r");
     try {
       const magic = Buffer.alloc(4);

@@ -1,3 +1,4 @@
+import { constants } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
 
@@ -5,13 +6,20 @@ import { InferenceError } from "@infer/core";
 export type FileBufferAllocator = (byteLength: number) => Uint8Array;
 
 /**
+ * Opening a named pipe for reading waits for a writer, forever if none comes: O_NONBLOCK opens it at
+ * once, so the check below can refuse it (on regular files the flag changes nothing; Windows has none).
+ */
+const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NONBLOCK ?? 0);
+
+/**
  * Runs `work` on the open file and its size, naming the file in any error:
- * MODEL_NOT_FOUND when it is absent, MODEL_FORMAT when it cannot be read.
+ * MODEL_NOT_FOUND when it is absent, MODEL_FORMAT when it cannot be read or
+ * is not a regular file (a pipe, device or socket has no size to read).
  */
 export async function withOpenFile<T>(path: string, what: string, work: (handle: FileHandle, size: number) => Promise<T>): Promise<T> {
   let handle;
   try {
-    handle = await open(path, "r");
+    handle = await open(path, OPEN_FLAGS);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new InferenceError(
@@ -21,8 +29,13 @@ export async function withOpenFile<T>(path: string, what: string, work: (handle:
     );
   }
   try {
-    const { size } = await handle.stat();
-    return await work(handle, size);
+    const info = await handle.stat();
+    if (!info.isFile()) {
+      throw new InferenceError("MODEL_FORMAT", `${path}: the ${what} file is not a regular file (a pipe, device or socket)`, {
+        details: { file: path },
+      });
+    }
+    return await work(handle, info.size);
   } catch (error) {
     if (error instanceof InferenceError) throw error;
     throw new InferenceError("MODEL_FORMAT", `${path}: cannot read the ${what} file: ${(error as Error).message}`, {

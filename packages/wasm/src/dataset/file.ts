@@ -10,7 +10,7 @@ export async function readJsonlDataset(
   tokenizer: ExampleTokenizer,
   options: DatasetOptions = {},
 ): Promise<{ batches: TrainBatch[]; stats: DatasetStats }> {
-  const text = await platform.files.readText(path).catch((error: unknown) => {
+  const text = await platform.files.readTextStream(path).catch((error: unknown) => {
     throw new InferenceError("MODEL_NOT_FOUND", `no training data at '${path}'`, { cause: error, details: { option: "data", file: path } });
   });
   return jsonlBatches(text, path, tokenizer, options);

@@ -1,5 +1,5 @@
 /** A Hugging Face model folder: config.json and its safetensors tensors. */
-import { InferenceError, parseModelJson } from "@infer/core";
+import { InferenceError, isInferenceError, parseModelJson } from "@infer/core";
 import { GgmlType } from "@infer/formats";
 import { UNSUPPORTED_TYPE, type StoredTensor } from "../engine/weights.js";
 import type { BufferAllocator } from "../platform/types.js";
@@ -17,6 +17,8 @@ export async function openHfFolder(folder: ModelFolder, allocate?: BufferAllocat
   try {
     text = await folder.readText("config.json");
   } catch (error) {
+    // There but unreadable as a file (a pipe, a device): the reader's own MODEL_FORMAT says so.
+    if (isInferenceError(error, "MODEL_FORMAT")) throw error;
     throw new InferenceError("MODEL_NOT_FOUND", `${configFile}: cannot read the model configuration`, {
       cause: error,
       details: { file: configFile },

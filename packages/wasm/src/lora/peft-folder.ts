@@ -12,6 +12,7 @@ export async function readPeftFolder(dir: string): Promise<LoraAdapter> {
   try {
     text = await platform.files.readText(configFile);
   } catch (error) {
+    if (isInferenceError(error, "MODEL_FORMAT")) throw error;
     throw new InferenceError("MODEL_NOT_FOUND", `${dir}: no ${PEFT_CONFIG_FILE}; a PEFT adapter folder has one`, {
       cause: error,
       details: { file: configFile },

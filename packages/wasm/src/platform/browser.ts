@@ -58,6 +58,7 @@ const noFiles = (): never => {
 const files: PathFiles = {
   stat: noFiles,
   readText: noFiles,
+  readTextStream: noFiles,
   writeText: noFiles,
   list: noFiles,
   readBytes: noFiles,

@@ -70,6 +70,8 @@ async function writeAtomically(path: string, data: Uint8Array | string): Promise
   }
 }
 
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
+
 export const platform: Platform = {
   name: "node",
   readBinary: async (url) => new Uint8Array(await readFile(url)),
@@ -91,7 +93,9 @@ export const platform: Platform = {
         return undefined;
       }
     },
-    readText: (path) => readFile(path, "utf8"),
+    // Through readWholeFile, which refuses pipes and devices instead of waiting on them; the BOM is kept, as readFile keeps it.
+    readText: async (path) => utf8.decode(await readWholeFile(path, "text")),
+    readTextStream: (path) => readFile(path, "utf8"),
     async writeText(path, text) {
       await mkdir(dirname(path), { recursive: true });
       await writeFile(path, text);

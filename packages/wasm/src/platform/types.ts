@@ -30,7 +30,10 @@ export interface WorkerEndpoint {
 export interface PathFiles {
   /** undefined when nothing is at path. */
   stat(path: string): Promise<{ isDirectory: boolean; size: number } | undefined>;
+  /** A model's text file (config.json, adapter_config.json): a regular file, MODEL_FORMAT naming it when a pipe or device. */
   readText(path: string): Promise<string>;
+  /** Text read to its end from a regular file or a pipe: a dataset may come through one (`--data <(...)`). */
+  readTextStream(path: string): Promise<string>;
   /** Writes a text file, making its folder first (the testing helpers' random models). */
   writeText(path: string, text: string): Promise<void>;
   list(folder: string): Promise<string[]>;

@@ -42,6 +42,7 @@ export function pathFolder(folder: string): ModelFolder {
       try {
         return await platform.files.readText(path);
       } catch (error) {
+        if (isInferenceError(error)) throw error;
         const code = (error as { code?: string }).code;
         throw new InferenceError("MODEL_FORMAT", `${path}: cannot read the file (${code ?? String(error)})`, {
           cause: error,

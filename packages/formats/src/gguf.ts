@@ -455,5 +455,24 @@ function placeTensors(cursor: GgufCursor, infos: RawTensorInfo[], alignment: num
       );
     }
   }
+  assertNoLongTail(cursor, byOffset.at(-1), alignment, dataOffset);
   return tensors;
+}
+
+/** Bytes after the last tensor's data that any file may carry (a writer's padding, a stray block). */
+const TAIL_BYTES_ALLOWED = 2 ** 20;
+
+/**
+ * A GGUF file ends with its tensor data. Readers cost what the whole file costs (llama.cpp maps and
+ * prefetches all of it, a reader into memory copies all of it), so a tail beyond a little padding and
+ * beyond the size of the tensor data itself is refused: a 400 KB model with 100 GB of zeros after it
+ * took minutes and filled the page cache before it loaded.
+ */
+function assertNoLongTail(cursor: GgufCursor, last: GgufTensorInfo | undefined, alignment: number, dataOffset: number): void {
+  const dataEnd = last ? last.offset + last.byteLength : dataOffset;
+  const tail = cursor.fileSize - alignUp(dataEnd, alignment);
+  const described = dataEnd - dataOffset;
+  if (tail > Math.max(TAIL_BYTES_ALLOWED, described)) {
+    throw cursor.fail("file size", `${tail} bytes follow the last tensor's data, more than the ${described} bytes of tensor data: the file is not the model its header describes`);
+  }
 }

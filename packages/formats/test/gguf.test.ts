@@ -346,6 +346,17 @@ describe("GGUF validation", () => {
     assertInferenceError(parseBad(big), "MODEL_FORMAT", ["bad.gguf", 'tensor "w" offset']);
   });
 
+  it("a tail after the tensor data longer than 1 MiB and than the data itself", () => {
+    // One 128-byte tensor: a file may end up to 1 MiB past it (padding, a stray block), not one byte more.
+    const withTail = (tail: number) => tinyGguf({ dataBytes: 128 + tail });
+    assert.equal(parseGguf(withTail(2 ** 20), "tail.gguf").tensors.length, 1);
+    assertInferenceError(parseBad(withTail(2 ** 20 + 1)), "MODEL_FORMAT", ["bad.gguf", "file size", "follow the last tensor's data"]);
+    // A tail as long as the tensor data is allowed however long that is.
+    const twoMiB = [{ name: "w", dims: [2 ** 19], type: GgmlType.F32, offset: 0 }];
+    assert.equal(parseGguf(tinyGguf({ tensors: twoMiB, dataBytes: 2 * 2 ** 21 }), "tail.gguf").tensors.length, 1);
+    assertInferenceError(parseBad(tinyGguf({ tensors: twoMiB, dataBytes: 2 * 2 ** 21 + 1 })), "MODEL_FORMAT", ["bad.gguf", "file size"]);
+  });
+
   it("overlapping tensors", () => {
     const bytes = tinyGguf({
       tensors: [

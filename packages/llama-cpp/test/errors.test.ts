@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { constants } from "node:fs";
-import { mkdir, mkdtemp, open, readFile, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, open, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -64,6 +64,17 @@ describe("with the stories260K file", { skip: skipWithoutStories }, () => {
     const whole = await readFile(STORIES_GGUF);
     await writeFile(path, whole.subarray(0, Math.floor(whole.length / 2)));
     await assert.rejects(loadModel(path, TEST_LOAD), rejectsWith("MODEL_FORMAT", path));
+  });
+
+  test("a model followed by gigabytes it does not describe is MODEL_FORMAT before llama.cpp maps and reads them", async () => {
+    const path = join(scratch, "long-tail.gguf");
+    await writeFile(path, await readFile(STORIES_GGUF));
+    await truncate(path, 4 * 2 ** 30); // sparse where the file system allows: no disk spent
+    try {
+      await assert.rejects(loadModel(path, TEST_LOAD), rejectsWith("MODEL_FORMAT", path, "follow the last tensor's data"));
+    } finally {
+      await rm(path);
+    }
   });
 
   test("a context larger than memory allows is CONTEXT_OVERFLOW; past llama.cpp's limits INVALID_OPTION", async () => {

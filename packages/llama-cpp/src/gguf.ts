@@ -1,6 +1,5 @@
 // The checks llama.cpp needs before it sees a file, worded for this backend; the format's facts
 // (magic, versions, sizes, value types) and its parser are @infer/formats'.
-import { constants } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { InferenceError } from "@infer/core";
 import {
@@ -12,21 +11,17 @@ import {
   hasGgufMagic as bytesHaveGgufMagic,
   valueTypeName,
 } from "@infer/formats";
-import { readGgufMetadataPrefix } from "@infer/formats/node";
+import { readGgufMetadataPrefix, withOpenFile } from "@infer/formats/node";
 
 /** True when the file starts with the GGUF magic; false for anything else, including missing files. */
 export async function hasGgufMagic(path: string): Promise<boolean> {
   try {
-    // O_NONBLOCK: a named pipe opens at once (instead of waiting for a writer) and is then refused as no file.
-    const file = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
-    try {
-      if (!(await file.stat()).isFile()) return false;
+    // withOpenFile refuses a pipe or device (without waiting on a named pipe for a writer).
+    return await withOpenFile(path, "GGUF", async (file) => {
       const head = Buffer.alloc(4);
       const { bytesRead } = await file.read(head, 0, 4, 0);
       return bytesHaveGgufMagic(head.subarray(0, bytesRead));
-    } finally {
-      await file.close();
-    }
+    });
   } catch {
     return false;
   }

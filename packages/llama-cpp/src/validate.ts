@@ -33,6 +33,7 @@ export async function assertModelFile(path: string): Promise<GgufHeader> {
   assertTensorShapes(header, arch, assertHyperparameters(header, arch));
   assertVocabulary(header, arch);
   assertVectorTypes(header);
+  assertMultipliableTypes(header);
   return header;
 }
 
@@ -61,9 +62,26 @@ function assertVectorTypes(header: GgufHeader): void {
   }
 }
 
-/** A LoRA adapter: its header and tensor table, and a finite alpha (llama.cpp scales every delta by it). */
+/**
+ * Types ggml's CPU backend has no dot product for (ggml-cpu.c's type traits
+ * leave vec_dot unset): a weight of one of them reaches a null function
+ * pointer in the first matrix multiplication and the process dies of SIGSEGV.
+ * llama.cpp's loader does not check (its buffer-type probe asks only whether
+ * the activations' type fits), nor does its LoRA loader; its converters never
+ * write these types for a weight.
+ */
+const NOT_MULTIPLIABLE = new Set<number>([GgmlType.Q8_1, GgmlType.Q8_K, GgmlType.I8, GgmlType.I16, GgmlType.I32, GgmlType.I64, GgmlType.F64]);
+
+function assertMultipliableTypes(header: GgufHeader): void {
+  const tensor = header.tensors.find((t) => NOT_MULTIPLIABLE.has(t.type));
+  if (!tensor) return;
+  throw formatError(header.source, `tensor "${tensor.name}"`, `is stored as ${typeName(tensor.type)}, a type llama.cpp cannot multiply by (its CPU kernels have no dot product for it)`);
+}
+
+/** A LoRA adapter: its header and tensor table, tensor types llama.cpp multiplies by, and a finite alpha (llama.cpp scales every delta by it). */
 export async function assertAdapterFile(path: string): Promise<GgufHeader> {
   const header = await readHeader(path);
+  assertMultipliableTypes(header);
   const alpha = getNumber(header.metadata, "adapter.lora.alpha");
   if (alpha !== undefined && !Number.isFinite(alpha)) throw formatError(path, "adapter.lora.alpha", `is ${alpha}, not a finite number`);
   return header;

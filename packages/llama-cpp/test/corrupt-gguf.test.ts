@@ -90,6 +90,13 @@ const MUTANTS: Mutant[] = [
     mutate: (b) => b.writeUInt32LE(0, valueAt(b, "llama.feed_forward_length")),
   },
   {
+    // Two dimensions (u64 each), then the type: I32 takes F32's bytes, so the data stays where llama.cpp expects it,
+    // and its first matrix multiplication reached a null dot product (SIGSEGV).
+    name: "a weight's type F32 -> I32",
+    field: 'tensor "blk.0.attn_q.weight"',
+    mutate: (b) => b.writeUInt32LE(GgmlType.I32, shapeAt(b, "blk.0.attn_q.weight") + 16),
+  },
+  {
     name: "feed_forward_length 171, one less than ffn_up's rows",
     field: "llama.feed_forward_length",
     mutate: (b) => b.writeUInt32LE(171, valueAt(b, "llama.feed_forward_length")),
@@ -214,7 +221,7 @@ describe("the adapter and the draft model are checked as well", { skip: skipWith
     return true;
   };
 
-  test("a corrupt draft model, an adapter with a NaN alpha, an adapter passed as a model", async () => {
+  test("a corrupt draft model, an adapter with a NaN alpha or an I32 tensor, an adapter passed as a model", async () => {
     const dir = await mkdtemp(join(tmpdir(), "infer-corrupt-parts-"));
     const draft = join(dir, "draft.gguf");
     const bytes = await readFile(STORIES_GGUF);
@@ -238,6 +245,18 @@ describe("the adapter and the draft model are checked as well", { skip: skipWith
     });
     await assert.rejects(assertLlamaCppCanRead(STORIES_GGUF, { adapterPath: adapter }), refusal(adapter, "adapter.lora.alpha"));
     await assert.rejects(assertLlamaCppCanRead(STORIES_GGUF, { draftModel: adapter }), refusal(adapter, "general.type"));
+
+    // An I32 lora_a (the fuzzer's gguf-adapter seed 31 case 67787): llama.cpp's LoRA loader checks shapes, not
+    // types, and the first generation died of SIGSEGV. regressions/gguf-adapter replays it in a child.
+    const integer = join(dir, "i32-lora-a.gguf");
+    await writeGgufFile(integer, {
+      metadata: { "general.architecture": "llama", "general.type": "adapter", "adapter.type": "lora" },
+      tensors: [
+        { name: "blk.0.attn_q.weight.lora_a", shape: [64, rank], type: GgmlType.I32, data: new Uint8Array(64 * rank * 4) },
+        { name: "blk.0.attn_q.weight.lora_b", shape: [rank, 64], type: GgmlType.F32, data: new Float32Array(64 * rank) },
+      ],
+    });
+    await assert.rejects(assertLlamaCppCanRead(STORIES_GGUF, { adapterPath: integer }), refusal(integer, 'tensor "blk.0.attn_q.weight.lora_a"'));
   });
 
 });

@@ -5,6 +5,7 @@ import type { LoadOptions } from "@infer/core";
 import { GgmlType, type GgufHeader, getNumber, getString, typeName } from "@infer/formats";
 import { readGgufHeader } from "@infer/formats/node";
 import { assertHyperparameters } from "./hparams.js";
+import { assertLoraShapes } from "./lora-shapes.js";
 import { assertTensorShapes } from "./tensor-shapes.js";
 import { assertVocabulary } from "./vocab-check.js";
 import { formatError } from "./format-error.js";
@@ -17,8 +18,8 @@ import { formatError } from "./format-error.js";
  * every tensor's data lies inside the file, aligned, with a known type.
  */
 export async function assertLlamaCppCanRead(path: string, options: Pick<LoadOptions, "adapterPath" | "draftModel">): Promise<void> {
-  await assertModelFile(path);
-  if (options.adapterPath !== undefined) await assertAdapterFile(options.adapterPath);
+  const model = await assertModelFile(path);
+  if (options.adapterPath !== undefined) await assertAdapterFile(options.adapterPath, model);
   if (options.draftModel !== undefined) await assertModelFile(options.draftModel);
 }
 
@@ -78,10 +79,14 @@ function assertMultipliableTypes(header: GgufHeader): void {
   throw formatError(header.source, `tensor "${tensor.name}"`, `is stored as ${typeName(tensor.type)}, a type llama.cpp cannot multiply by (its CPU kernels have no dot product for it)`);
 }
 
-/** A LoRA adapter: its header and tensor table, tensor types llama.cpp multiplies by, and a finite alpha (llama.cpp scales every delta by it). */
-export async function assertAdapterFile(path: string): Promise<GgufHeader> {
+/**
+ * A LoRA adapter: its header and tensor table, tensor types llama.cpp multiplies by, shapes that fit
+ * `model`'s graph, and a finite alpha (llama.cpp scales every delta by it).
+ */
+export async function assertAdapterFile(path: string, model: GgufHeader): Promise<GgufHeader> {
   const header = await readHeader(path);
   assertMultipliableTypes(header);
+  assertLoraShapes(header, model);
   const alpha = getNumber(header.metadata, "adapter.lora.alpha");
   if (alpha !== undefined && !Number.isFinite(alpha)) throw formatError(path, "adapter.lora.alpha", `is ${alpha}, not a finite number`);
   return header;

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { contextLengthWarnings, InferenceError, type LoadOptions, ProbeBus, type ModelInfo, validateLoadOptions } from "@infer/core";
 import { describeQuantization, elementCount } from "@infer/formats";
 import type { Llama, LlamaContext, LlamaContextOptions, LlamaModel } from "node-llama-cpp";
+import { byteFallbackGuard } from "./byte-fallback.js";
 import { defaultThreads } from "./choice.js";
 import { createDraftPredictor } from "./draft-predictor.js";
 import { assertAdapterMetadata, assertGgufFile } from "./gguf.js";
@@ -35,7 +36,9 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
   await assertGgufFile(path);
   if (options.adapterPath !== undefined) await assertAdapter(options.adapterPath);
   if (options.draftModel !== undefined) await assertGgufFile(options.draftModel, "draft model");
-  await assertLlamaCppCanRead(path, options);
+  const headers = await assertLlamaCppCanRead(path, options);
+  const textGuard = byteFallbackGuard(headers.model);
+  if (headers.draft) byteFallbackGuard(headers.draft);
 
   // llama.cpp keeps the cell count in 32 bits; past that it would wrap, not fail.
   if ((options.contextLength ?? 0) * (options.parallelSlots ?? DEFAULT_PARALLEL_SLOTS) > MAX_CONTEXT_CELLS) {
@@ -106,6 +109,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
       threads,
       info: modelInfo(model, context.contextSize, options.contextLength === undefined),
       probe: new ProbeBus(options.probe),
+      ...(textGuard && { textGuard }),
     });
   } catch (error) {
     for (const dispose of disposers.reverse()) await dispose().catch(() => undefined);

@@ -294,7 +294,8 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
    * not already begin with it.
    */
   private tokenize(text: string, addSpecialTokens: boolean): number[] {
-    const { model } = this.parts;
+    const { model, textGuard } = this.parts;
+    textGuard?.(text);
     const ids = model.tokenize(text, true) as number[];
     const bos = model.tokens.bos;
     if (addSpecialTokens && bos !== null && model.tokens.shouldPrependBosToken && ids[0] !== bos) ids.unshift(bos);

@@ -2,6 +2,7 @@
 // delegates to (batch, classify, start-decode) all take them, and none of those needs the class.
 import type { ProbeBus, ModelInfo } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
+import type { TextGuard } from "./byte-fallback.js";
 
 /** Everything a loaded model holds; built by `loadLlamaCppModel`. */
 export interface LlamaCppParts {
@@ -20,4 +21,6 @@ export interface LlamaCppParts {
   threads: number;
   info: ModelInfo;
   probe: ProbeBus;
+  /** Refuses text llama.cpp's tokenizer would end the process on (a vocabulary missing byte tokens); usually absent. */
+  textGuard?: TextGuard;
 }

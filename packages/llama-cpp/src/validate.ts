@@ -16,11 +16,16 @@ import { formatError } from "./format-error.js";
  * to start with a GGUF preamble (assertGgufFile): this reads each header and
  * tensor table whole, every count and length bounded by the file's size, so
  * every tensor's data lies inside the file, aligned, with a known type.
+ * Resolves with the headers of the model and the draft.
  */
-export async function assertLlamaCppCanRead(path: string, options: Pick<LoadOptions, "adapterPath" | "draftModel">): Promise<void> {
+export async function assertLlamaCppCanRead(
+  path: string,
+  options: Pick<LoadOptions, "adapterPath" | "draftModel">,
+): Promise<{ model: GgufHeader; draft?: GgufHeader }> {
   const model = await assertModelFile(path);
   if (options.adapterPath !== undefined) await assertAdapterFile(options.adapterPath, model);
-  if (options.draftModel !== undefined) await assertModelFile(options.draftModel);
+  const draft = options.draftModel !== undefined ? await assertModelFile(options.draftModel) : undefined;
+  return { model, ...(draft && { draft }) };
 }
 
 /** A model: its header, hyperparameters and vocabulary as llama.cpp reads them. */

@@ -1,6 +1,6 @@
 // The vocabulary as llama.cpp's llama_vocab::load reads it: raw arrays indexed by token id, and
 // the embedding and output matrices sized by the vocabulary.
-import { type GgufHeader, GgufValueType, getArray, getNumber, getStringArray, type PackedStrings, valueTypeName } from "@infer/formats";
+import { type GgufHeader, GgufTokenType, GgufValueType, getArray, getNumber, getString, getStringArray, type PackedStrings, valueTypeName } from "@infer/formats";
 import { formatError } from "./format-error.js";
 
 /** Token ids stored as u32 or i32 that mean "none". */
@@ -18,6 +18,7 @@ export function assertVocabulary(header: GgufHeader, arch: string): void {
   // llama.cpp reads scores[i] and token_type[i] for every token id straight from the arrays.
   arrayFor(header, "tokenizer.ggml.scores", size, [GgufValueType.FLOAT32, GgufValueType.INT32]);
   arrayFor(header, "tokenizer.ggml.token_type", size, [GgufValueType.INT32]);
+  assertNoWordPieceBytes(header);
   for (const name of SPECIAL_TOKEN_KEYS) {
     const id = getNumber(metadata, name);
     if (id !== undefined && !NO_TOKEN.has(id) && !(Number.isInteger(id) && id >= 0 && id < size)) {
@@ -68,5 +69,18 @@ function assertDistinctTokens(file: string, tokens: PackedStrings): void {
       throw formatError(file, "tokenizer.ggml.tokens", `has token ${id} with the same text as token ${first} (${JSON.stringify(tokens.get(first).slice(0, 40))})`);
     }
     seen.set(text, id);
+  }
+}
+
+/**
+ * llama.cpp renders every token's text once at load, and a byte token (type 6) of a WordPiece ("bert")
+ * vocabulary reaches a GGML_ABORT there: WordPiece has no byte fallback. Real ones have no byte tokens.
+ */
+function assertNoWordPieceBytes(header: GgufHeader): void {
+  if (getString(header.metadata, "tokenizer.ggml.model") !== "bert") return;
+  const types = getArray(header.metadata, "tokenizer.ggml.token_type")?.value as ArrayLike<number> | undefined;
+  const id = types === undefined ? -1 : Array.prototype.findIndex.call(types, (type: number) => type === GgufTokenType.Byte);
+  if (id >= 0) {
+    throw formatError(header.source, "tokenizer.ggml.token_type", `marks token ${id} as a byte token, which a WordPiece ("bert") vocabulary cannot have: llama.cpp aborts rendering it`);
   }
 }

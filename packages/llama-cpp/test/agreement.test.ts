@@ -17,7 +17,6 @@
  * written by @infer/wasm's test helpers.
  */
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -25,7 +24,7 @@ import { after, before, describe, it, type TestContext } from "node:test";
 import { isTokenizerModel, loadModel, type GenerationResult, type LogitsSummaryPayload, type ProbeEvent, type TextModel } from "@infer/core";
 import "../src/index.js";
 import { assertGreedyAgrees, cosineSimilarity, maxAbsDifference, spread, topTwo } from "./agreement-compare.js";
-import { MODELS_DIR, skipWithoutStories, STORIES_GGUF } from "./fixtures.js";
+import { skipWithoutStories, skipWithoutTinyStories, STORIES_GGUF, TINYSTORIES } from "./fixtures.js";
 import { convertHfLlamaToGguf } from "./hf-llama-to-gguf.js";
 import { loadWasmKit, wasmBuildMissing, type WasmKit } from "./wasm-link.js";
 
@@ -66,11 +65,6 @@ interface Case {
   /** Returns the path of the GGUF file both backends load. */
   prepare(kit: WasmKit, dir: string): Promise<string>;
 }
-
-const TINYSTORIES = join(MODELS_DIR, "tinystories-656k");
-const skipWithoutTinyStories = existsSync(join(TINYSTORIES, "model.safetensors"))
-  ? false
-  : `needs ${TINYSTORIES} (the shared test models are absent in this checkout)`;
 
 let tinyStoriesGguf: Promise<string> | undefined;
 

@@ -97,6 +97,16 @@ const MUTANTS: Mutant[] = [
     mutate: (b) => b.writeUInt32LE(GgmlType.I32, shapeAt(b, "blk.0.attn_q.weight") + 16),
   },
   {
+    // Same lengths, so only the texts change: llama.cpp's SentencePiece tokenizer then finds no token to spell a
+    // newline with, and the uncaught std::out_of_range ended the process while node-llama-cpp loaded the model
+    // (it tokenizes a test text). A vocabulary missing only some byte tokens loads: byte-fallback.test.ts.
+    name: "every byte token renamed (<0x0A> -> <0y0A>)",
+    field: "tokenizer.ggml.tokens",
+    mutate: (b) => {
+      for (let at = b.indexOf("<0x"); at >= 0; at = b.indexOf("<0x", at + 1)) if (b[at + 5] === 0x3e) b[at + 2] = 0x79;
+    },
+  },
+  {
     name: "feed_forward_length 171, one less than ffn_up's rows",
     field: "llama.feed_forward_length",
     mutate: (b) => b.writeUInt32LE(171, valueAt(b, "llama.feed_forward_length")),
@@ -126,6 +136,12 @@ const ADDED_KEYS: { name: string; field: string; extra: Record<string, GgufValue
   { name: "an empty metadata key", field: "metadata key #", extra: { "": { type: GgufValueType.STRING, value: "x" } } },
   // Read as a C string, this key is empty to llama.cpp (the fuzzer's gguf-header seed 7 case 2198).
   { name: "a metadata key starting with NUL", field: "metadata key #", extra: { "\0\0tokenizer.x": { type: GgufValueType.UINT32, value: 1 } } },
+  {
+    // WordPiece has no byte fallback: llama.cpp reached a GGML_ABORT rendering stories260K's byte tokens at load.
+    name: 'tokenizer.ggml.model "bert" with byte tokens',
+    field: "tokenizer.ggml.token_type",
+    extra: { "tokenizer.ggml.model": { type: GgufValueType.STRING, value: "bert" } },
+  },
   {
     name: "an unknown rope scaling type",
     field: "llama.rope.scaling.type",

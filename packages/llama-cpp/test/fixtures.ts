@@ -17,6 +17,12 @@ export const skipWithoutStories: string | false = existsSync(STORIES_GGUF)
   ? false
   : `needs ${STORIES_GGUF} (the shared test models are absent in this checkout)`;
 
+/** The shared tinystories-656k Hugging Face folder (tests convert it to GGUF). */
+export const TINYSTORIES = `${MODELS_DIR}tinystories-656k`;
+export const skipWithoutTinyStories: string | false = existsSync(`${TINYSTORIES}/model.safetensors`)
+  ? false
+  : `needs ${TINYSTORIES} (the shared test models are absent in this checkout)`;
+
 /**
  * Small, fast settings for every test load: a small context, 4 slots, one
  * thread. One thread on purpose: tests run beside other work on small CI

@@ -1,6 +1,7 @@
 export * from "./errors.js";
 export * from "./json.js";
 export * from "./chat-template.js";
+export * from "./grammar.js";
 export * from "./types.js";
 export * from "./options.js";
 export * from "./source.js";

@@ -1,4 +1,5 @@
 import { InferenceError } from "./errors.js";
+import { grammarProblem } from "./grammar.js";
 import { describeValue } from "./json.js";
 import type { ProbeSink } from "./probes.js";
 import type { BatchResult, Message, Token } from "./types.js";
@@ -268,7 +269,7 @@ const GENERATE_CHECKS: Record<keyof GenerateOptions, Check> = {
   idleTimeoutMs: intAtLeast(0),
   chatTemplate: str,
   jsonSchema: object,
-  grammar: str,
+  grammar: (v) => str(v) ?? grammarProblem(v as string),
 };
 
 const CLASSIFY_KEYS = ["temperature", "topK", "topP", "minP", "seed", "logits", "signal"] as const;

@@ -1,4 +1,4 @@
-import { type GenerateOptions, InferenceError, randomSeed } from "@infer/core";
+import { type GenerateOptions, grammarProblem, InferenceError, randomSeed } from "@infer/core";
 import type { Llama, LlamaGrammar, LlamaModel, SequenceEvaluateOptions } from "node-llama-cpp";
 import { asLlamaTokens, nodeLlamaCpp } from "./runtime.js";
 
@@ -69,6 +69,9 @@ export async function compileGrammar(
       const json = await llama.createGrammarForJsonSchema(
         options.jsonSchema as Parameters<Llama["createGrammarForJsonSchema"]>[0],
       );
+      // The schema is bounded only by its own size: its grammar gets the limits a grammar option has.
+      const problem = grammarProblem(json.grammar);
+      if (problem !== undefined) throw new Error(`the GBNF grammar it gives ${problem}`);
       return await llama.createGrammar({ grammar: endAtJsonValue(json.grammar) });
     }
     return await llama.createGrammar({ grammar: options.grammar! });

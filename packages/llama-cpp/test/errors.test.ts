@@ -168,6 +168,26 @@ describe("with the stories260K file", { skip: skipWithoutStories }, () => {
       assert.equal(ok.tokens.length, 4);
     });
 
+    test("grammars past GRAMMAR_LIMITS are INVALID_OPTION before llama.cpp parses them", async () => {
+      // Each of these ended the process (SIGSEGV: llama.cpp's GBNF parser and grammar setup recurse without
+      // bound on the native stack) or took a minute of CPU before it was checked.
+      const nested = `root ::= ${"(".repeat(30_000)}"a"${")".repeat(30_000)}`;
+      const chained = Array.from({ length: 30_000 }, (_, i) => `r${i} ::= r${i + 1} "a"`).join("\n") + '\nr30000 ::= "b"\nroot ::= r0';
+      const alternatives = `root ::= ${Array.from({ length: 100_000 }, (_, i) => `"a${i}"`).join(" | ")}`;
+      await assert.rejects(model.generateText("Once", { grammar: nested, maxTokens: 3 }), rejectsWith("INVALID_OPTION", "grammar", "maxNesting"));
+      await assert.rejects(model.generateText("Once", { grammar: chained, maxTokens: 3 }), rejectsWith("INVALID_OPTION", "grammar", "maxChars"));
+      await assert.rejects(model.generateText("Once", { grammar: alternatives, maxTokens: 3 }), rejectsWith("INVALID_OPTION", "grammar", "maxChars"));
+      // A schema is bounded through the grammar node-llama-cpp derives from it.
+      const enumeration = { enum: Array.from({ length: 20_000 }, (_, i) => `value ${i}`) };
+      await assert.rejects(model.generateText("Once", { jsonSchema: enumeration, maxTokens: 3 }), rejectsWith("INVALID_OPTION", "jsonSchema", "maxChars"));
+      // Within the limits: 256 nested groups and 1 000 chained rules still constrain the output.
+      const deep = await model.generateText("Once", { grammar: `root ::= ${"(".repeat(256)}"a"${")".repeat(256)}`, maxTokens: 3, temperature: 0 });
+      assert.equal(deep.text, "a");
+      const rules = Array.from({ length: 1_000 }, (_, i) => `r${i} ::= r${i + 1} "a"`).join("\n") + '\nr1000 ::= "b"\nroot ::= r0';
+      const chain = await model.generateText("Once", { grammar: rules, maxTokens: 3, temperature: 0 });
+      assert.equal(chain.text, "baa");
+    });
+
     test("close: idempotent, every later call is CLOSED", async () => {
       const closing = await loadModel(STORIES_GGUF, { ...TEST_LOAD, parallelSlots: 1 });
       const llama = closing as LlamaCppModel;

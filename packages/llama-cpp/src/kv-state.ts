@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InferenceError, toInferenceError, unwrapSnapshot, wrapSnapshot } from "@infer/core";
 import type { LlamaContextSequence } from "node-llama-cpp";
+import { assertSequenceStateShape, type StateLayout } from "./kv-state-shape.js";
 
 const MAGIC = "ILKV";
 const VERSION = 1;
@@ -38,17 +39,38 @@ async function withTempFile<T>(work: (path: string) => Promise<T>): Promise<T> {
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
-export async function saveSequenceState(sequence: LlamaContextSequence, identity: StateIdentity): Promise<Uint8Array> {
-  const state = await withTempFile(async (path) => {
+/** `sequence`'s state file as node-llama-cpp writes it. */
+async function stateOf(sequence: LlamaContextSequence): Promise<Uint8Array> {
+  return withTempFile(async (path) => {
     await sequence.saveStateToFile(path);
     return new Uint8Array(await readFile(path));
   });
+}
+
+/**
+ * A snapshot of `sequence`. Its state must walk (kv-state-shape.ts) as a restore will walk it, else the
+ * model's memory is of a kind the walk does not know and kv.snapshot is UNSUPPORTED for it.
+ */
+export async function saveSequenceState(sequence: LlamaContextSequence, identity: StateIdentity, layout: StateLayout): Promise<Uint8Array> {
+  const state = await stateOf(sequence);
+  try {
+    assertSequenceStateShape(state, layout);
+  } catch (error) {
+    throw new InferenceError("UNSUPPORTED", `kv.snapshot: this model's llama.cpp state cannot be checked on restore (${(error as Error).message})`, { cause: error });
+  }
   return wrapSnapshot(MAGIC, VERSION, { ...identity, sha256: sha256(state) }, state);
 }
 
-export async function loadSequenceState(sequence: LlamaContextSequence, bytes: unknown, identity: StateIdentity): Promise<void> {
+/**
+ * Restores a snapshot into `sequence`, whose state is dropped. The checksum catches damage; the walk, against
+ * the sections this context writes (learned from `sequence` emptied), a crafted state llama.cpp would abort on.
+ */
+export async function loadSequenceState(sequence: LlamaContextSequence, bytes: unknown, identity: StateIdentity, layout: StateLayout): Promise<void> {
   const { header, body } = unwrapSnapshot(bytes, MAGIC, VERSION, { ...identity });
   if (sha256(body) !== header.sha256) throw new InferenceError("MODEL_FORMAT", "a damaged KV snapshot: its state does not match its checksum");
+  await sequence.clearHistory();
+  const sections = assertSequenceStateShape(await stateOf(sequence), layout);
+  assertSequenceStateShape(body, { ...layout, sections });
   await withTempFile(async (path) => {
     await writeFile(path, body);
     try {

@@ -9,6 +9,7 @@ import { createDraftPredictor } from "./draft-predictor.js";
 import { assertAdapterMetadata, assertGgufFile } from "./gguf.js";
 import { assertContextFits, assertKvTypeFits } from "./memory.js";
 import { IsolatedLlamaCppModel, loadIsolatedLlamaCppModel } from "./isolate-model.js";
+import { stateLayoutOf } from "./kv-state-shape.js";
 import { LlamaCppModel } from "./model.js";
 import { assertLlamaCppCanRead } from "./validate.js";
 import { asLlamaTokens, getRuntime, nodeLlamaCpp, withLlamaLog } from "./runtime.js";
@@ -110,6 +111,7 @@ export async function loadLlamaCppModel(path: string, options: LoadOptions = {})
       info: modelInfo(model, context.contextSize, options.contextLength === undefined),
       probe: new ProbeBus(options.probe),
       ...(textGuard && { textGuard }),
+      stateLayout: stateLayoutOf(headers.model, context.contextSize),
     });
   } catch (error) {
     for (const dispose of disposers.reverse()) await dispose().catch(() => undefined);

@@ -123,14 +123,17 @@ export class LlamaCppModel extends BaseTextModel implements TokenizerModel, Embe
 
   /** The conversation of the last generate / chat call (its tokens and KV cells), as bytes `restoreKV` takes back. */
   snapshotKV(options?: { signal?: AbortSignal }): Promise<Uint8Array> {
-    return this.exclusive(async () => saveSequenceState(this.lastSequence ?? this.parts.slots[0]!, this.stateIdentity()), options?.signal);
+    return this.exclusive(
+      async () => saveSequenceState(this.lastSequence ?? this.parts.slots[0]!, this.stateIdentity(), this.parts.stateLayout),
+      options?.signal,
+    );
   }
 
   /** Loads a `snapshotKV` of this same model into the least recently used sequence; another model's or damaged bytes are refused. */
   restoreKV(snapshot: Uint8Array, options?: { signal?: AbortSignal }): Promise<void> {
     return this.exclusive(async () => {
       const [sequence] = assignSequences(this.parts.slots, [[]]);
-      await loadSequenceState(sequence!, snapshot, this.stateIdentity());
+      await loadSequenceState(sequence!, snapshot, this.stateIdentity(), this.parts.stateLayout);
       this.lastSequence = sequence;
     }, options?.signal);
   }

@@ -3,6 +3,7 @@
 import type { ProbeBus, ModelInfo } from "@infer/core";
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import type { TextGuard } from "./byte-fallback.js";
+import type { StateLayout } from "./kv-state-shape.js";
 
 /** Everything a loaded model holds; built by `loadLlamaCppModel`. */
 export interface LlamaCppParts {
@@ -23,4 +24,6 @@ export interface LlamaCppParts {
   probe: ProbeBus;
   /** Refuses text llama.cpp's tokenizer would end the process on (a vocabulary missing byte tokens); usually absent. */
   textGuard?: TextGuard;
+  /** What a KV snapshot's state is walked against before llama.cpp reads it. */
+  stateLayout: StateLayout;
 }

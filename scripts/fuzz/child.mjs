@@ -133,6 +133,11 @@ async function runCase(message) {
       await model.chatText(MESSAGES, { ...GENERATE, chatTemplate });
       return { outcome: "generated" };
     }
+    if (target.kind === "grammar") {
+      const grammar = (await caseFile(message, "grammar.gbnf")).toString("utf8");
+      await model.generateText("hi", { ...GENERATE, grammar });
+      return { outcome: "generated" };
+    }
     const request = JSON.parse((await caseFile(message, "request.json")).toString("utf8"));
     return await post(url, request.path, await caseFile(message, "body"));
   } catch (error) {

@@ -2,6 +2,7 @@
 import { mutateGguf } from "./mutate-gguf.mjs";
 import { mutateJsonText } from "./mutate-json.mjs";
 import { mutateSafetensors } from "./mutate-safetensors.mjs";
+import { mutateGrammar, SEED_GRAMMAR } from "./mutate-grammar.mjs";
 import { mutateTemplate, SEED_TEMPLATE } from "./mutate-template.mjs";
 import { mutateRequest } from "./mutate-http.mjs";
 import { PEFT_FILES } from "./seeds.mjs";
@@ -97,6 +98,16 @@ export const TARGETS = [
     make(r) {
       const { text, tags } = mutateTemplate(r, SEED_TEMPLATE);
       return { seed: "template", files: { "template.jinja": Buffer.from(text, "utf8") }, tags };
+    },
+  },
+  {
+    name: "grammar",
+    kind: "grammar",
+    // Only llama_cpp constrains output with a grammar; wasm refuses the option whole (UNSUPPORTED).
+    backends: ["llama_cpp"],
+    make(r) {
+      const { text, tags } = mutateGrammar(r, SEED_GRAMMAR);
+      return { seed: "grammar", files: { "grammar.gbnf": Buffer.from(text, "utf8") }, tags };
     },
   },
   {

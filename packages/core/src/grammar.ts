@@ -29,17 +29,23 @@ export function grammarProblem(grammar: string, limits: GrammarLimits = GRAMMAR_
   if (grammar.length > limits.maxChars) {
     return `is ${grammar.length} characters long, more than GRAMMAR_LIMITS.maxChars (${limits.maxChars})`;
   }
-  const { nesting, rules } = measure(grammar, limits);
+  const { nesting, rules, backwards } = measure(grammar, limits);
   if (nesting > limits.maxNesting) return `nests groups deeper than GRAMMAR_LIMITS.maxNesting (${limits.maxNesting})`;
   if (rules > limits.maxRules) return `defines more rules than GRAMMAR_LIMITS.maxRules (${limits.maxRules})`;
+  // llama.cpp counts the optional repeats as max - min, unsigned: {5,2} allocated until the machine ran out.
+  if (backwards !== undefined) return `repeats ${backwards}, whose minimum is above its maximum`;
   return undefined;
 }
 
-/** The deepest group nesting and the rule count of a GBNF text, counting stopped once past a limit. */
-function measure(grammar: string, limits: GrammarLimits): { nesting: number; rules: number } {
+/**
+ * The deepest group nesting and the rule count of a GBNF text (counting stopped once past a limit), and the
+ * first repetition `{m,n}` with m > n.
+ */
+function measure(grammar: string, limits: GrammarLimits): { nesting: number; rules: number; backwards?: string } {
   let depth = 0;
   let nesting = 0;
   let rules = 0;
+  let backwards: string | undefined;
   for (let i = 0; i < grammar.length && nesting <= limits.maxNesting && rules <= limits.maxRules; i++) {
     const char = grammar[i];
     if (char === '"' || char === "[") {
@@ -55,7 +61,10 @@ function measure(grammar: string, limits: GrammarLimits): { nesting: number; rul
     } else if (char === ":" && grammar.startsWith("::=", i)) {
       rules++;
       i += 2;
+    } else if (char === "{" && backwards === undefined) {
+      const repeat = /^\{\s*(\d+)\s*,\s*(\d+)\s*\}/.exec(grammar.slice(i, i + 64));
+      if (repeat && Number(repeat[2]) < Number(repeat[1])) backwards = repeat[0];
     }
   }
-  return { nesting, rules };
+  return { nesting, rules, ...(backwards !== undefined && { backwards }) };
 }

@@ -34,6 +34,15 @@ test("rule count and length are bounded", () => {
   assert.match(grammarProblem(`root ::= "${"a".repeat(GRAMMAR_LIMITS.maxChars)}"`)!, /maxChars/);
 });
 
+test("a repetition whose minimum is above its maximum is refused", () => {
+  // llama.cpp computed its optional repeats as max - min, unsigned, and allocated until the machine ran out.
+  assert.match(grammarProblem('root ::= "a"{5,2}')!, /\{5,2\}.*minimum is above its maximum/);
+  assert.match(grammarProblem('root ::= x\nx ::= [a-z]{ 3 , 1 }')!, /minimum is above its maximum/);
+  for (const ok of ['root ::= "a"{2,5}', 'root ::= "a"{3}', 'root ::= "a"{3,}', 'root ::= "{5,2}"', "root ::= [{5,2}]"]) {
+    assert.equal(grammarProblem(ok), undefined, ok);
+  }
+});
+
 test("the generate option is INVALID_OPTION naming the limit", () => {
   assert.throws(
     () => validateGenerateOptions({ grammar: `root ::= ${"(".repeat(300)}"a"${")".repeat(300)}` }),

@@ -95,8 +95,14 @@ describe("pulling from a local hub", () => {
 
   test("an interrupted transfer resumes with a Range request and verifies", async () => {
     hub.dropOnce = "tiny-Q4_0.gguf";
-    const result = await pull("hf:test/tiny-GGUF:Q4_0", { endpoint, cacheDir: cache });
     const half = q4.length >> 1;
+    // The cut waits until the half has reached the client's part file.
+    const part = join(repoDir({ repo: "test/tiny-GGUF", revision: "main" }, cache), "tiny-Q4_0.gguf.part");
+    hub.dropAfter = async () => {
+      while (((await stat(part).catch(() => undefined))?.size ?? 0) < half) await new Promise((resolve) => setTimeout(resolve, 5));
+    };
+    const result = await pull("hf:test/tiny-GGUF:Q4_0", { endpoint, cacheDir: cache });
+    hub.dropAfter = undefined;
     assert.deepEqual(result.files[0]!.resumedAt, [half]);
     assert.deepEqual(hub.downloads("tiny-Q4_0.gguf").map((r) => r.range), [undefined, `bytes=${half}-`]);
     assert.ok((await readFile(result.path)).equals(q4));

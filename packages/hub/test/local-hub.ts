@@ -26,6 +26,12 @@ export class LocalHub {
   readonly requests: HubRequestLog[] = [];
   /** Repository path of a file whose first full transfer is cut off half-way. */
   dropOnce: string | undefined;
+  /**
+   * What the cut waits for once the half is sent (the client having written it, say). A stream that errors
+   * drops the chunks its reader has not taken yet, so on a busy machine a fixed delay could cut before the
+   * client saw any of the half, and the transfer would restart instead of resuming.
+   */
+  dropAfter: (() => Promise<void>) | undefined;
   requiredToken: string | undefined;
   /** Tree entries per page. */
   pageSize = 1000;
@@ -70,7 +76,8 @@ export class LocalHub {
       if (this.dropOnce === found.path) {
         this.dropOnce = undefined;
         // Send half, then cut the connection as a flaky network would.
-        res.write(body.subarray(0, body.length >> 1), () => setTimeout(() => res.socket?.destroy(), 20));
+        const settled = this.dropAfter?.() ?? new Promise((resolve) => setTimeout(resolve, 20));
+        res.write(body.subarray(0, body.length >> 1), () => void settled.then(() => res.socket?.destroy()));
         return;
       }
       res.end(body);

@@ -14,7 +14,7 @@ export interface StateLayout {
   cells: number;
   /** llama_kv_cell_ext (x, y, token: 12 bytes) follows each cell's position on M-RoPE and per-layer-embedding models; else 0. */
   cellExtBytes: number;
-  /** The stream count of each cache section, as this context writes them (learned from its own empty state). */
+  /** The stream count of each cache section, as this context writes them (learned at the first restore, then kept). */
   sections?: number[];
 }
 

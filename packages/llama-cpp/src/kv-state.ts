@@ -63,14 +63,17 @@ export async function saveSequenceState(sequence: LlamaContextSequence, identity
 
 /**
  * Restores a snapshot into `sequence`, whose state is dropped. The checksum catches damage; the walk, against
- * the sections this context writes (learned from `sequence` emptied), a crafted state llama.cpp would abort on.
+ * the sections this context writes (learned at the first restore), a crafted state llama.cpp would abort on.
  */
 export async function loadSequenceState(sequence: LlamaContextSequence, bytes: unknown, identity: StateIdentity, layout: StateLayout): Promise<void> {
   const { header, body } = unwrapSnapshot(bytes, MAGIC, VERSION, { ...identity });
   if (sha256(body) !== header.sha256) throw new InferenceError("MODEL_FORMAT", "a damaged KV snapshot: its state does not match its checksum");
-  await sequence.clearHistory();
-  const sections = assertSequenceStateShape(await stateOf(sequence), layout);
-  assertSequenceStateShape(body, { ...layout, sections });
+  if (layout.sections === undefined) {
+    // The sections are the context's: learned once, from a sequence's own state (emptied first, it is small).
+    await sequence.clearHistory();
+    layout.sections = assertSequenceStateShape(await stateOf(sequence), layout);
+  }
+  assertSequenceStateShape(body, layout);
   await withTempFile(async (path) => {
     await writeFile(path, body);
     try {
